@@ -1,0 +1,102 @@
+"""The agent version contract: an immutable bundle the gateway applies to every request.
+
+    AgentVersion = (model_ref, harness, memory_snapshot, tool_schema_overlay, guardrails)
+
+Two specs with the same content have the same `content_hash`, whoever built them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from pydantic import Field, NonNegativeInt, PositiveInt
+
+from atdp._base import ATDPModel, JsonObject, Name, Text
+from atdp.event import ChatMessage
+
+__all__ = [
+    "FewShotDemo",
+    "Guardrails",
+    "Harness",
+    "MemorySnapshot",
+    "ModelRef",
+    "ToolOverride",
+    "ToolSchemaOverlay",
+    "VersionSpec",
+]
+
+
+class ModelRef(ATDPModel):
+    """Where requests go: engine and checkpoint or adapter."""
+
+    engine: Name = Field(description="Upstream engine: openai | local | sglang.")
+    base_url: Text | None = None
+    model: Text | None = Field(default=None, description="Model name sent upstream.")
+    checkpoint: Text | None = None
+    adapter: Text | None = Field(default=None, description="LoRA adapter name, if any.")
+
+
+class FewShotDemo(ATDPModel):
+    messages: list[ChatMessage]
+
+
+class Harness(ATDPModel):
+    """The DSPy-optimisable part: instructions, template and demos."""
+
+    instructions: Text = ""
+    template: Text | None = Field(
+        default=None, description="System prompt template; '{instructions}' is substituted."
+    )
+    demos: list[FewShotDemo] = Field(default_factory=list)
+
+
+class MemorySnapshot(ATDPModel):
+    """The memory items retrievable by this version."""
+
+    item_ids: list[Text] = Field(default_factory=list)
+    top_k: PositiveInt = 3
+
+
+class ToolOverride(ATDPModel):
+    """A rewrite of one tool as the model sees it."""
+
+    description: Text | None = None
+    parameters: JsonObject | None = Field(default=None, description="Replacement JSON Schema.")
+    argument_map: dict[Name, Name] = Field(
+        default_factory=dict, description="Model-facing argument name -> the agent's own name."
+    )
+
+
+class ToolSchemaOverlay(ATDPModel):
+    tools: dict[Name, ToolOverride] = Field(default_factory=dict)
+
+
+class Guardrails(ATDPModel):
+    max_tokens: NonNegativeInt | None = None
+    blocked_tools: list[Name] = Field(default_factory=list)
+    required_redactions: list[Name] = Field(default_factory=list)
+
+
+class VersionSpec(ATDPModel):
+    """Everything that defines how an agent behaves at the gateway."""
+
+    model: ModelRef
+    harness: Harness = Field(default_factory=Harness)
+    memory: MemorySnapshot = Field(default_factory=MemorySnapshot)
+    tools: ToolSchemaOverlay = Field(default_factory=ToolSchemaOverlay)
+    guardrails: Guardrails = Field(default_factory=Guardrails)
+
+    def content_hash(self) -> str:
+        """SHA-256 of the canonical JSON of the spec (sorted keys, no whitespace)."""
+        return _canonical_hash(self.model_dump(mode="json"))
+
+    def part_hashes(self) -> dict[str, str]:
+        """A fingerprint per part, recorded in event metadata as the versions in force."""
+        dumped = self.model_dump(mode="json")
+        return {part: _canonical_hash(value)[:16] for part, value in dumped.items()}
+
+
+def _canonical_hash(value: object) -> str:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -1,0 +1,91 @@
+"""The one way to reach the registry database: an engine factory and a transaction scope."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from sqlmodel import Session
+
+__all__ = ["DatabaseUnavailableError", "create_db_engine", "describe_url", "transaction"]
+
+
+class DatabaseUnavailableError(RuntimeError):
+    """The registry database cannot be reached."""
+
+
+def _dumps(value: object) -> str:
+    # Compact, and keeps non-ASCII text as is (the default escapes it, doubling its size).
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def describe_url(url: str | sa.URL) -> str:
+    return sa.make_url(url).render_as_string(hide_password=True)
+
+
+def create_db_engine(url: str | sa.URL, *, check: bool = True, **kwargs: object) -> Engine:
+    """Create the engine for `url` (SQLite file or `postgresql+psycopg://`).
+
+    With `check`, connect once so a wrong URL fails here with a message that says what
+    to do, not deep inside the first request.
+    """
+    url = sa.make_url(url)
+    options: dict[str, object] = {"json_serializer": _dumps, "pool_pre_ping": True}
+    if url.get_backend_name() == "sqlite":
+        if url.database and url.database != ":memory:":
+            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        options["connect_args"] = {"timeout": 30}
+    elif url.get_backend_name() == "postgresql" and url.get_driver_name() != "psycopg":
+        raise ValueError(
+            f"{describe_url(url)}: use the psycopg 3 driver, e.g. "
+            "postgresql+psycopg://user@host:5432/db"
+        )
+    options.update(kwargs)
+    engine = sa.create_engine(url, **options)
+    if url.get_backend_name() == "sqlite":
+        sa.event.listen(engine, "connect", _sqlite_pragmas)
+    if check:
+        _check_reachable(engine)
+    return engine
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:
+    cursor = dbapi_connection.cursor()
+    # Foreign keys are off by default in SQLite; WAL lets readers run beside the writer.
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def _check_reachable(engine: Engine) -> None:
+    try:
+        with engine.connect() as connection:
+            connection.execute(sa.text("SELECT 1"))
+    except sa.exc.OperationalError as error:
+        where = describe_url(engine.url)
+        hint = (
+            "start it, or unset EVOPLANE_DATABASE_URL to use the embedded SQLite store"
+            if engine.url.get_backend_name() == "postgresql"
+            else "check that the data directory is writable"
+        )
+        raise DatabaseUnavailableError(
+            f"the registry database at {where} refused the connection; {hint} "
+            f"({str(error.orig).strip().splitlines()[0]})"
+        ) from error
+
+
+@contextmanager
+def transaction(engine: Engine) -> Iterator[Session]:
+    """A session whose work commits together at the end of the block, or not at all."""
+    with Session(engine, expire_on_commit=False) as session:
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise

@@ -1,0 +1,235 @@
+"""SQLModel tables of the registry: the source of truth for Evoplane.
+
+Append-only and immutable tables are enforced by database triggers (see the initial
+migration), so the guarantee holds for every writer, not only this package's functions.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlmodel import Field, SQLModel
+
+from registry.types import JSONDocument, UTCDateTime
+
+__all__ = [
+    "AgentRow",
+    "AgentVersionRow",
+    "AliasEventRow",
+    "ApiKeyRow",
+    "EventRow",
+    "EvolutionRow",
+    "MemoryItemRow",
+    "RewardRow",
+    "TenantAgentRow",
+    "TenantRow",
+    "TrajectoryRow",
+    "metadata",
+]
+
+metadata = SQLModel.metadata
+# Deterministic constraint names, so migrations and autogenerate agree on both backends.
+metadata.naming_convention = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def _time(**kwargs: Any) -> Any:
+    return Field(sa_type=UTCDateTime, **kwargs)
+
+
+def _json(**kwargs: Any) -> Any:
+    return Field(sa_type=JSONDocument, **kwargs)
+
+
+class TenantRow(SQLModel, table=True):
+    __tablename__ = "tenant"
+
+    name: str = Field(primary_key=True, max_length=64)
+    policy: dict[str, Any] = _json(default_factory=dict)
+    created_at: datetime = _time()
+
+
+class ApiKeyRow(SQLModel, table=True):
+    __tablename__ = "api_key"
+
+    id: uuid.UUID = Field(primary_key=True)
+    tenant: str = Field(foreign_key="tenant.name", index=True, max_length=64)
+    key_hash: str = Field(unique=True, max_length=64)
+    prefix: str = Field(max_length=16)
+    agents: list[str] | None = _json(default=None, nullable=True)
+    created_at: datetime = _time()
+    revoked_at: datetime | None = _time(default=None, nullable=True)
+
+
+class AgentRow(SQLModel, table=True):
+    __tablename__ = "agent"
+
+    name: str = Field(primary_key=True, max_length=64)
+    description: str = Field(default="")
+    settings: dict[str, Any] = _json(default_factory=dict)
+    created_at: datetime = _time()
+
+
+class TenantAgentRow(SQLModel, table=True):
+    """Which agents a tenant may use."""
+
+    __tablename__ = "tenant_agent"
+
+    tenant: str = Field(foreign_key="tenant.name", primary_key=True, max_length=64)
+    agent: str = Field(foreign_key="agent.name", primary_key=True, max_length=64)
+    created_at: datetime = _time()
+
+
+class AgentVersionRow(SQLModel, table=True):
+    """An immutable bundle (model_ref, harness, memory, tool-schema overlay, guardrails)."""
+
+    __tablename__ = "agent_version"
+    __table_args__ = (
+        sa.UniqueConstraint("agent", "number"),
+        sa.UniqueConstraint("agent", "content_hash"),
+    )
+
+    id: str = Field(primary_key=True, max_length=80)
+    agent: str = Field(foreign_key="agent.name", max_length=64)
+    number: int
+    content_hash: str = Field(max_length=64)
+    parent_id: str | None = Field(default=None, foreign_key="agent_version.id", max_length=80)
+    spec: dict[str, Any] = _json()
+    author: str = Field(max_length=200)
+    reason: str = Field(default="")
+    created_at: datetime = _time()
+
+
+class AliasEventRow(SQLModel, table=True):
+    """Append-only history of alias moves: the current alias is the latest row."""
+
+    __tablename__ = "alias_event"
+    __table_args__ = (sa.Index("ix_alias_event_agent_alias_at", "agent", "alias", "at", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent: str = Field(foreign_key="agent.name", max_length=64)
+    alias: str = Field(max_length=16)
+    version_id: str | None = Field(default=None, foreign_key="agent_version.id", max_length=80)
+    weight: float = 0.0
+    actor: str = Field(max_length=200)
+    reason: str = Field(default="")
+    evolution_id: str | None = Field(default=None, max_length=200)
+    at: datetime = _time()
+
+
+class TrajectoryRow(SQLModel, table=True):
+    __tablename__ = "trajectory"
+    __table_args__ = (
+        sa.Index("ix_trajectory_tenant_agent_started", "tenant", "agent", "started_at"),
+        sa.Index("ix_trajectory_agent_started", "agent", "started_at"),
+    )
+
+    id: uuid.UUID = Field(primary_key=True)
+    tenant: str = Field(foreign_key="tenant.name", max_length=64)
+    agent: str = Field(foreign_key="agent.name", max_length=64)
+    session: str = Field(max_length=200, index=True)
+    task_type: str | None = Field(default=None, max_length=200)
+    version_id: str | None = Field(default=None, max_length=80)
+    versions: dict[str, Any] = _json(default_factory=dict)
+    started_at: datetime = _time()
+    ended_at: datetime | None = _time(default=None, nullable=True)
+    outcome_status: str | None = Field(default=None, max_length=16)
+    outcome: dict[str, Any] | None = _json(default=None, nullable=True)
+    atdp_version: str = Field(max_length=8)
+
+
+class EventRow(SQLModel, table=True):
+    """An immutable ATDP event: `body` is the full document, the other columns index it."""
+
+    __tablename__ = "event"
+    __table_args__ = (
+        sa.UniqueConstraint("trajectory_id", "seq"),
+        sa.Index("ix_event_tenant_created", "tenant", "created_at"),
+    )
+
+    id: uuid.UUID = Field(primary_key=True)
+    trajectory_id: uuid.UUID = Field(foreign_key="trajectory.id")
+    tenant: str = Field(foreign_key="tenant.name", max_length=64)
+    seq: int
+    kind: str = Field(max_length=32)
+    parent_id: uuid.UUID | None = Field(default=None)
+    traffic: str = Field(max_length=16)
+    training: str = Field(max_length=16)
+    replay_class: str = Field(max_length=16)
+    created_at: datetime = _time()
+    expires_at: datetime | None = _time(default=None, nullable=True, index=True)
+    body: dict[str, Any] = _json()
+
+
+class RewardRow(SQLModel, table=True):
+    """Append-only: a later judgement is a new row, never an edit."""
+
+    __tablename__ = "reward"
+    __table_args__ = (
+        sa.Index("ix_reward_tenant_trajectory", "tenant", "trajectory_id"),
+        sa.Index("ix_reward_event", "event_id"),
+    )
+
+    id: uuid.UUID = Field(primary_key=True)
+    tenant: str = Field(foreign_key="tenant.name", max_length=64)
+    trajectory_id: uuid.UUID = Field(foreign_key="trajectory.id")
+    event_id: uuid.UUID | None = Field(default=None, foreign_key="event.id")
+    name: str = Field(max_length=200)
+    source: str = Field(max_length=32)
+    value_kind: str = Field(max_length=16)
+    value_num: float | None = None
+    value_label: str | None = None
+    critique: str | None = None
+    confidence: float
+    created_at: datetime = _time()
+
+
+class EvolutionRow(SQLModel, table=True):
+    """One evolution of one agent: decision, gate stages, outcome, and where to watch it."""
+
+    __tablename__ = "evolution"
+    __table_args__ = (sa.Index("ix_evolution_agent_created", "agent", "created_at"),)
+
+    id: str = Field(primary_key=True, max_length=200)  # the Temporal workflow id
+    agent: str = Field(foreign_key="agent.name", max_length=64)
+    scope: dict[str, Any] = _json(default_factory=dict)
+    options: dict[str, Any] = _json(default_factory=dict)
+    action: str | None = Field(default=None, max_length=32)
+    stage: str = Field(max_length=32)
+    outcome: str | None = Field(default=None, max_length=32)
+    decision: dict[str, Any] | None = _json(default=None, nullable=True)
+    stages: list[dict[str, Any]] = _json(default_factory=list)
+    parent_version_id: str | None = Field(default=None, max_length=80)
+    candidate_version_id: str | None = Field(default=None, max_length=80)
+    workflow_run_id: str | None = Field(default=None, max_length=200)
+    mlflow_run_id: str | None = Field(default=None, max_length=200)
+    created_at: datetime = _time()
+    updated_at: datetime = _time()
+
+
+class MemoryItemRow(SQLModel, table=True):
+    """A reusable fact or procedure, scoped to an agent and (usually) one tenant."""
+
+    __tablename__ = "memory_item"
+    __table_args__ = (sa.Index("ix_memory_item_agent_tenant_key", "agent", "tenant", "key"),)
+
+    id: uuid.UUID = Field(primary_key=True)
+    agent: str = Field(foreign_key="agent.name", max_length=64)
+    tenant: str | None = Field(default=None, foreign_key="tenant.name", max_length=64)
+    kind: str = Field(max_length=16)
+    key: str = Field(max_length=400)
+    content: str
+    provenance: list[str] = _json(default_factory=list)
+    confidence: float = 1.0
+    status: str = Field(default="active", max_length=16)
+    conflicts_with: uuid.UUID | None = Field(default=None)
+    created_at: datetime = _time()
+    updated_at: datetime = _time()

@@ -1,0 +1,167 @@
+"""Tenants, their policies, their API keys (stored hashed), and the agents they may use."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import secrets
+import uuid
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+from sqlmodel import Session, select
+
+from atdp import Consent, TrainingEligibility, new_id, utcnow
+from registry.errors import AlreadyExistsError, InvalidRecordError, NotFoundError
+from registry.tables import AgentRow, ApiKeyRow, TenantAgentRow, TenantRow
+
+__all__ = [
+    "ApiKeyIdentity",
+    "IssuedApiKey",
+    "Tenant",
+    "TenantPolicy",
+    "authenticate",
+    "create_api_key",
+    "create_tenant",
+    "get_tenant",
+    "grant_agent",
+    "hash_api_key",
+    "list_tenants",
+    "revoke_api_key",
+    "tenant_agents",
+    "validate_slug",
+]
+
+KEY_PREFIX = "evp_"
+_SLUG = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
+
+
+def validate_slug(kind: str, name: str) -> str:
+    if not _SLUG.match(name):
+        raise InvalidRecordError(
+            f"{kind} name {name!r} is not valid: use 1-64 lowercase letters, digits, "
+            "'.', '_' or '-', starting with a letter or digit"
+        )
+    return name
+
+
+class TenantPolicy(BaseModel):
+    """What a tenant allows done with its data."""
+
+    training: TrainingEligibility = TrainingEligibility.ELIGIBLE
+    consent: Consent = Consent.CONTRACT
+    retention_days: int | None = Field(default=None, ge=1)
+    redaction_patterns: list[str] = Field(default_factory=list)
+
+
+class Tenant(BaseModel):
+    name: str
+    policy: TenantPolicy
+    created_at: datetime
+
+
+class IssuedApiKey(BaseModel):
+    """A new key: `key` is shown once and never stored; only its hash is."""
+
+    id: uuid.UUID
+    tenant: str
+    key: str
+    prefix: str
+    agents: list[str] | None
+
+
+class ApiKeyIdentity(BaseModel):
+    """Who a presented key belongs to."""
+
+    key_id: uuid.UUID
+    tenant: str
+    agents: list[str] | None  # None: every agent granted to the tenant
+
+    def may_use(self, agent: str) -> bool:
+        return self.agents is None or agent in self.agents
+
+
+def _tenant(row: TenantRow) -> Tenant:
+    return Tenant(
+        name=row.name, policy=TenantPolicy.model_validate(row.policy), created_at=row.created_at
+    )
+
+
+def create_tenant(session: Session, name: str, policy: TenantPolicy | None = None) -> Tenant:
+    validate_slug("tenant", name)
+    if session.get(TenantRow, name) is not None:
+        raise AlreadyExistsError("tenant", name)
+    row = TenantRow(
+        name=name, policy=(policy or TenantPolicy()).model_dump(mode="json"), created_at=utcnow()
+    )
+    session.add(row)
+    session.flush()
+    return _tenant(row)
+
+
+def get_tenant(session: Session, name: str) -> Tenant:
+    row = session.get(TenantRow, name)
+    if row is None:
+        raise NotFoundError("tenant", name)
+    return _tenant(row)
+
+
+def list_tenants(session: Session) -> list[Tenant]:
+    return [_tenant(row) for row in session.exec(select(TenantRow).order_by(TenantRow.name))]
+
+
+def hash_api_key(key: str) -> str:
+    """SHA-256 hex of a key. Keys carry 256 random bits, so a slow hash adds nothing."""
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def create_api_key(session: Session, tenant: str, agents: list[str] | None = None) -> IssuedApiKey:
+    get_tenant(session, tenant)
+    for agent in agents or []:
+        if session.get(AgentRow, agent) is None:
+            raise NotFoundError("agent", agent)
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    row = ApiKeyRow(
+        id=new_id(),
+        tenant=tenant,
+        key_hash=hash_api_key(key),
+        prefix=key[: len(KEY_PREFIX) + 6],
+        agents=sorted(agents) if agents is not None else None,
+        created_at=utcnow(),
+    )
+    session.add(row)
+    session.flush()
+    return IssuedApiKey(id=row.id, tenant=tenant, key=key, prefix=row.prefix, agents=row.agents)
+
+
+def authenticate(session: Session, key: str) -> ApiKeyIdentity | None:
+    """The identity behind a presented key, or None for an unknown or revoked key."""
+    row = session.exec(select(ApiKeyRow).where(ApiKeyRow.key_hash == hash_api_key(key))).first()
+    if row is None or row.revoked_at is not None:
+        return None
+    return ApiKeyIdentity(key_id=row.id, tenant=row.tenant, agents=row.agents)
+
+
+def revoke_api_key(session: Session, key_id: uuid.UUID) -> None:
+    row = session.get(ApiKeyRow, key_id)
+    if row is None:
+        raise NotFoundError("api key", key_id)
+    if row.revoked_at is None:
+        row.revoked_at = utcnow()
+        session.add(row)
+        session.flush()
+
+
+def grant_agent(session: Session, tenant: str, agent: str) -> None:
+    """Allow `tenant` to use `agent`; granting twice is a no-op."""
+    get_tenant(session, tenant)
+    if session.get(AgentRow, agent) is None:
+        raise NotFoundError("agent", agent)
+    if session.get(TenantAgentRow, (tenant, agent)) is None:
+        session.add(TenantAgentRow(tenant=tenant, agent=agent, created_at=utcnow()))
+        session.flush()
+
+
+def tenant_agents(session: Session, tenant: str) -> list[str]:
+    statement = select(TenantAgentRow.agent).where(TenantAgentRow.tenant == tenant)
+    return sorted(session.exec(statement))

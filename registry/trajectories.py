@@ -1,0 +1,207 @@
+"""Trajectories and their immutable events: idempotent writes, tenant-scoped reads."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from datetime import datetime
+
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlmodel import Session, select
+
+from atdp import Event, Trajectory, TrajectoryOutcome
+from registry.errors import InvalidRecordError, NotFoundError
+from registry.scope import TenantScope, scoped
+from registry.tables import EventRow, TrajectoryRow
+
+__all__ = [
+    "close_trajectory",
+    "get_event",
+    "get_events",
+    "get_trajectory",
+    "insert_events",
+    "list_trajectories",
+    "record_trajectory",
+]
+
+
+def _insert_ignoring_duplicates(session: Session, table: sa.Table, rows: list[dict]) -> int:
+    """INSERT ... ON CONFLICT DO NOTHING; returns how many rows were new."""
+    if not rows:
+        return 0
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    # RETURNING counts exactly what was inserted; rowcount of a batch is driver-dependent.
+    statement = insert(table).on_conflict_do_nothing().returning(table.c.id)
+    return len(session.execute(statement, rows).all())
+
+
+def _trajectory_row(trajectory: Trajectory) -> dict:
+    return {
+        "id": trajectory.id,
+        "tenant": trajectory.tenant,
+        "agent": trajectory.agent,
+        "session": trajectory.session,
+        "task_type": trajectory.task_type,
+        "version_id": trajectory.versions.agent_version_id,
+        "versions": trajectory.versions.model_dump(mode="json"),
+        "started_at": trajectory.started_at,
+        "ended_at": trajectory.ended_at,
+        "outcome_status": trajectory.outcome.status.value if trajectory.outcome else None,
+        "outcome": trajectory.outcome.model_dump(mode="json") if trajectory.outcome else None,
+        "atdp_version": trajectory.atdp_version,
+    }
+
+
+def _trajectory(row: TrajectoryRow) -> Trajectory:
+    return Trajectory.model_validate(
+        {
+            "atdp_version": row.atdp_version,
+            "id": row.id,
+            "tenant": row.tenant,
+            "agent": row.agent,
+            "session": row.session,
+            "task_type": row.task_type,
+            "versions": row.versions,
+            "started_at": row.started_at,
+            "ended_at": row.ended_at,
+            "outcome": row.outcome,
+        }
+    )
+
+
+def record_trajectory(session: Session, trajectory: Trajectory) -> bool:
+    """Insert a trajectory; recording the same id again is a no-op. Returns True if new."""
+    existing = session.get(TrajectoryRow, trajectory.id)
+    if existing is not None:
+        if existing.tenant != trajectory.tenant or existing.agent != trajectory.agent:
+            raise InvalidRecordError(
+                f"trajectory {trajectory.id} already exists for another tenant or agent"
+            )
+        return False
+    return (
+        _insert_ignoring_duplicates(session, TrajectoryRow.__table__, [_trajectory_row(trajectory)])
+        > 0
+    )
+
+
+def close_trajectory(
+    session: Session,
+    tenant: str,
+    trajectory_id: uuid.UUID,
+    *,
+    ended_at: datetime,
+    outcome: TrajectoryOutcome | None = None,
+) -> Trajectory:
+    """Mark a trajectory ended (its events stay untouched)."""
+    row = _trajectory_row_for(session, tenant, trajectory_id)
+    if ended_at < row.started_at:
+        raise InvalidRecordError("ended_at is before the trajectory started")
+    row.ended_at = ended_at
+    if outcome is not None:
+        row.outcome_status = outcome.status.value
+        row.outcome = outcome.model_dump(mode="json")
+    session.add(row)
+    session.flush()
+    return _trajectory(row)
+
+
+def _trajectory_row_for(
+    session: Session, tenant: TenantScope, trajectory_id: uuid.UUID
+) -> TrajectoryRow:
+    statement = scoped(
+        select(TrajectoryRow).where(TrajectoryRow.id == trajectory_id), TrajectoryRow.tenant, tenant
+    )
+    row = session.exec(statement).first()
+    if row is None:
+        raise NotFoundError("trajectory", trajectory_id)
+    return row
+
+
+def get_trajectory(session: Session, tenant: TenantScope, trajectory_id: uuid.UUID) -> Trajectory:
+    return _trajectory(_trajectory_row_for(session, tenant, trajectory_id))
+
+
+def list_trajectories(
+    session: Session,
+    tenant: TenantScope,
+    *,
+    agent: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    limit: int = 1000,
+) -> list[Trajectory]:
+    """Trajectories started in [since, until), newest first."""
+    statement = scoped(select(TrajectoryRow), TrajectoryRow.tenant, tenant)
+    if agent is not None:
+        statement = statement.where(TrajectoryRow.agent == agent)
+    if since is not None:
+        statement = statement.where(TrajectoryRow.started_at >= since)
+    if until is not None:
+        statement = statement.where(TrajectoryRow.started_at < until)
+    statement = statement.order_by(TrajectoryRow.started_at.desc(), TrajectoryRow.id.desc())
+    return [_trajectory(row) for row in session.exec(statement.limit(limit))]
+
+
+def _event_row(event: Event) -> dict:
+    return {
+        "id": event.id,
+        "trajectory_id": event.trajectory_id,
+        "tenant": event.metadata.tenant,
+        "seq": event.seq,
+        "kind": event.kind.value,
+        "parent_id": event.parent_id,
+        "traffic": event.metadata.traffic.value,
+        "training": event.governance.training.value,
+        "replay_class": event.replay.replay_class.value,
+        "created_at": event.created_at,
+        "expires_at": event.governance.expires_at,
+        "body": event.model_dump(mode="json"),
+    }
+
+
+def insert_events(session: Session, events: Sequence[Event]) -> int:
+    """Insert events in one batch; events already stored (same id) are skipped.
+
+    Idempotent by design: the gateway makes event ids, so replaying its spool after a
+    crash writes each event exactly once. Returns the number of events newly stored.
+    """
+    if not events:
+        return 0
+    owners = _trajectory_tenants(session, {event.trajectory_id for event in events})
+    for event in events:
+        owner = owners.get(event.trajectory_id)
+        if owner is None:
+            raise NotFoundError("trajectory", event.trajectory_id)
+        if owner != event.metadata.tenant:
+            raise InvalidRecordError(
+                f"event {event.id} names tenant {event.metadata.tenant!r} but its trajectory "
+                "belongs to another tenant"
+            )
+    return _insert_ignoring_duplicates(session, EventRow.__table__, [_event_row(e) for e in events])
+
+
+def _trajectory_tenants(session: Session, ids: set[uuid.UUID]) -> dict[uuid.UUID, str]:
+    statement = select(TrajectoryRow.id, TrajectoryRow.tenant).where(TrajectoryRow.id.in_(ids))
+    return dict(session.exec(statement).all())
+
+
+def get_events(session: Session, tenant: TenantScope, trajectory_id: uuid.UUID) -> list[Event]:
+    """The events of a trajectory in order; empty for another tenant's trajectory."""
+    statement = scoped(
+        select(EventRow.body).where(EventRow.trajectory_id == trajectory_id),
+        EventRow.tenant,
+        tenant,
+    )
+    return [Event.model_validate(body) for body in session.exec(statement.order_by(EventRow.seq))]
+
+
+def get_event(session: Session, tenant: TenantScope, event_id: uuid.UUID) -> Event:
+    statement = scoped(
+        select(EventRow.body).where(EventRow.id == event_id), EventRow.tenant, tenant
+    )
+    body = session.exec(statement).first()
+    if body is None:
+        raise NotFoundError("event", event_id)
+    return Event.model_validate(body)
