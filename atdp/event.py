@@ -35,6 +35,7 @@ __all__ = [
 
 # Bounded revelation: hidden state is a summary, never a full chain of thought.
 HIDDEN_TEXT_LIMIT = 4000
+MAX_INT32 = 2**31 - 1
 
 
 class EventKind(StrEnum):
@@ -108,7 +109,7 @@ class MessageAction(ATDPModel):
     content: Text | None = None
     tool_calls: list[ToolCall] = Field(default_factory=list)
     finish_reason: Text | None = None
-    token_ids: list[NonNegativeInt] | None = None
+    token_ids: list[Annotated[int, Field(ge=0, le=MAX_INT32)]] | None = None
     logprobs: list[Annotated[float, Field(le=0.0)]] | None = None
 
     @model_validator(mode="after")
@@ -198,7 +199,9 @@ class Event(ATDPModel):
     atdp_version: Literal["1.0"] = ATDP_VERSION
     id: uuid.UUID
     trajectory_id: uuid.UUID
-    seq: NonNegativeInt = Field(description="Position within the trajectory, from 0.")
+    seq: Annotated[int, Field(ge=0, le=MAX_INT32)] = Field(
+        description="Position within the trajectory, from 0."
+    )
     kind: EventKind
     parent_id: uuid.UUID | None = Field(default=None, description="The event that caused this.")
     created_at: AwareDatetime

@@ -18,9 +18,33 @@ class DatabaseUnavailableError(RuntimeError):
     """The registry database cannot be reached."""
 
 
+# Integral floats of 1e16 and more are written in exponent form ("2.7e+16"). PostgreSQL's
+# JSONB keeps the number but prints it back as an integer, which Python then reads as an
+# int of a different value than the float. Such floats are written as exact digits with
+# ".0", which JSONB preserves. The placeholder holds NUL, which ATDP text can never hold.
+_BIG = 1e16
+_MARK = "\x00f{}\x00"
+
+
 def _dumps(value: object) -> str:
-    # Compact, and keeps non-ASCII text as is (the default escapes it, doubling its size).
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    """Compact JSON, non-ASCII kept as is, with floats that survive JSONB unchanged."""
+    big_floats: list[float] = []
+    prepared = _mark_big_floats(value, big_floats)
+    text = json.dumps(prepared, separators=(",", ":"), ensure_ascii=False)
+    for index, number in enumerate(big_floats):
+        text = text.replace(json.dumps(_MARK.format(index)), f"{int(number)}.0", 1)
+    return text
+
+
+def _mark_big_floats(value: object, found: list[float]) -> object:
+    if isinstance(value, float) and abs(value) >= _BIG and value.is_integer():
+        found.append(value)
+        return _MARK.format(len(found) - 1)
+    if isinstance(value, dict):
+        return {key: _mark_big_floats(item, found) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_mark_big_floats(item, found) for item in value]
+    return value
 
 
 def describe_url(url: str | sa.URL) -> str:

@@ -1,0 +1,45 @@
+"""The `evoplane` command line: one sub-command per part of the product."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+from rich.console import Console
+
+from evoplane.cli import atdp_cmd, db_cmd, up_cmd
+from evoplane.stack.launcher import StackError
+from evoplane.stack.process import PortInUseError
+from registry import DatabaseUnavailableError, RegistryError, SchemaOutOfDateError
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="evoplane",
+    help="Evoplane: make deployed LLM agents improve from their own traffic, safely.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+app.add_typer(atdp_cmd.app, name="atdp")
+app.add_typer(db_cmd.app, name="db")
+app.command("up")(up_cmd.up)
+
+# Errors a user can fix: shown as one clear message, without a traceback.
+USER_ERRORS = (
+    DatabaseUnavailableError,
+    SchemaOutOfDateError,
+    RegistryError,
+    PortInUseError,
+    StackError,
+    FileNotFoundError,
+)
+
+
+def main() -> None:
+    try:
+        app()
+    except USER_ERRORS as error:
+        Console(stderr=True).print(f"[bold red]error:[/bold red] {error}", highlight=False)
+        sys.exit(1)

@@ -1,0 +1,104 @@
+"""The one settings object: `EVOPLANE_*` env vars, then `evoplane.toml`, then defaults."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+__all__ = ["Settings", "load_settings"]
+
+CONFIG_ENV = "EVOPLANE_CONFIG"
+DEFAULT_CONFIG = "evoplane.toml"
+
+
+class Settings(BaseSettings):
+    """Where Evoplane keeps its data and how its services are reached.
+
+    Each field is read from `EVOPLANE_<FIELD>` (e.g. `EVOPLANE_DATABASE_URL`), else from
+    `evoplane.toml` in the working directory (or the file named by `EVOPLANE_CONFIG`),
+    else the default.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="EVOPLANE_", extra="forbid")
+
+    data_dir: Path = Field(default=Path(".evoplane"), description="Embedded data lives here.")
+    database_url: str | None = Field(
+        default=None,
+        description="Registry database; default SQLite in the data dir. "
+        "PostgreSQL: postgresql+psycopg://user@host:5432/db",
+    )
+    host: str = Field(default="127.0.0.1", description="Address the embedded services bind.")
+    temporal_address: str | None = Field(
+        default=None, description="Temporal frontend host:port; default the embedded server."
+    )
+    temporal_namespace: str = "default"
+    temporal_port: int = Field(default=7233, ge=1, le=65535)
+    temporal_ui_port: int = Field(default=8233, ge=1, le=65535)
+    mlflow_uri: str | None = Field(
+        default=None, description="MLflow tracking URI; default the embedded server."
+    )
+    mlflow_port: int = Field(default=5000, ge=1, le=65535)
+    mlflow_backend_uri: str | None = Field(
+        default=None,
+        description="MLflow's backend store; default SQLite in the data dir. "
+        "A PostgreSQL URL keeps MLflow's tables there.",
+    )
+    gateway_port: int = Field(default=8400, ge=1, le=65535)
+    api_port: int = Field(default=8401, ge=1, le=65535)
+    admin_token: SecretStr | None = None
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml_file = Path(os.environ.get(CONFIG_ENV, DEFAULT_CONFIG))
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls, toml_file))
+
+    # Derived values: one place decides each default.
+
+    @property
+    def registry_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir.resolve() / 'registry.db'}"
+
+    @property
+    def temporal_target(self) -> str:
+        return self.temporal_address or f"{self.host}:{self.temporal_port}"
+
+    @property
+    def temporal_ui_url(self) -> str:
+        return f"http://{self.host}:{self.temporal_ui_port}"
+
+    @property
+    def tracking_uri(self) -> str:
+        return self.mlflow_uri or f"http://{self.host}:{self.mlflow_port}"
+
+    @property
+    def mlflow_backend_store(self) -> str:
+        return self.mlflow_backend_uri or f"sqlite:///{self.data_dir.resolve() / 'mlflow.db'}"
+
+    @property
+    def embedded_temporal(self) -> bool:
+        return self.temporal_address is None
+
+    @property
+    def embedded_mlflow(self) -> bool:
+        return self.mlflow_uri is None
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment and config file, with CLI flags given as overrides."""
+    return Settings(**{key: value for key, value in overrides.items() if value is not None})

@@ -1,0 +1,82 @@
+"""Shared fixtures: a fresh registry on SQLite and on the real PostgreSQL, a Temporal dev server.
+
+PostgreSQL is expected on 127.0.0.1:5432 (database `test`, trust auth); set
+EVOPLANE_TEST_POSTGRES_URL to point elsewhere. Locally, tests that need it are skipped
+when it is down; with CI=true they fail instead, so CI can never pass without it.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, settings
+
+from registry import create_db_engine, upgrade
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+settings.register_profile(
+    "default", deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+settings.load_profile("default")
+
+POSTGRES_URL = os.environ.get(
+    "EVOPLANE_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+def _postgres_or_skip() -> sa.Engine:
+    try:
+        engine = create_db_engine(POSTGRES_URL)
+    except Exception as error:  # noqa: BLE001
+        message = f"PostgreSQL at {POSTGRES_URL} is not reachable: {error}"
+        if IN_CI:
+            pytest.fail(f"{message} (CI=true: PostgreSQL is required)", pytrace=False)
+        pytest.skip(message)
+    return engine
+
+
+@pytest.fixture(scope="session")
+def postgres_admin() -> Iterator[sa.Engine]:
+    engine = _postgres_or_skip()
+    yield engine
+    engine.dispose()
+
+
+def postgres_schema_url(schema: str) -> str:
+    """The test database URL with `schema` first on the search path."""
+    return str(sa.make_url(POSTGRES_URL).update_query_dict({"options": f"-csearch_path={schema}"}))
+
+
+@pytest.fixture
+def postgres_schema(postgres_admin: sa.Engine) -> Iterator[str]:
+    """A schema of its own for one test, dropped afterwards, so runs never collide."""
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    with postgres_admin.begin() as connection:
+        connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    yield schema
+    with postgres_admin.begin() as connection:
+        connection.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path) -> str:
+    """An empty database on each backend."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'registry.db'}"
+    schema = request.getfixturevalue("postgres_schema")
+    return postgres_schema_url(schema)
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[sa.Engine]:
+    """A migrated registry database, on SQLite and on PostgreSQL."""
+    engine = create_db_engine(database_url)
+    upgrade(engine)
+    yield engine
+    engine.dispose()

@@ -1,0 +1,29 @@
+"""The Temporal search attributes Evoplane keeps current on every evolution.
+
+They make the Temporal UI a product surface: "all rollbacks of agent X" is a filter
+(`Agent = "X" AND Action = "rollback"`), not a code read.
+"""
+
+from __future__ import annotations
+
+from temporalio.common import SearchAttributeKey
+
+__all__ = ["ACTION", "AGENT", "ALL", "OUTCOME", "STAGE", "TENANT", "dev_server_flags"]
+
+AGENT = SearchAttributeKey.for_keyword("Agent")
+TENANT = SearchAttributeKey.for_keyword_list("Tenant")  # an evolution may span tenants
+ACTION = SearchAttributeKey.for_keyword("Action")
+STAGE = SearchAttributeKey.for_keyword("Stage")
+OUTCOME = SearchAttributeKey.for_keyword("Outcome")
+
+ALL = (AGENT, TENANT, ACTION, STAGE, OUTCOME)
+
+_TYPE_NAMES = {"KEYWORD": "Keyword", "KEYWORD_LIST": "KeywordList"}
+
+
+def dev_server_flags() -> list[str]:
+    """`--search-attribute Name=Type` flags that register ALL on `temporal server start-dev`."""
+    flags: list[str] = []
+    for key in ALL:
+        flags += ["--search-attribute", f"{key.name}={_TYPE_NAMES[key.indexed_value_type.name]}"]
+    return flags
