@@ -15,7 +15,13 @@ from registry.aliases import (
     previous_stable,
     set_alias,
 )
-from registry.db import DatabaseUnavailableError, create_db_engine, describe_url, transaction
+from registry.db import (
+    DatabaseUnavailableError,
+    DatabaseURLError,
+    create_db_engine,
+    describe_url,
+    transaction,
+)
 from registry.errors import AlreadyExistsError, InvalidRecordError, NotFoundError, RegistryError
 from registry.evolutions import (
     EvolutionRecord,
@@ -87,6 +93,7 @@ __all__ = [
     "AliasState",
     "AlreadyExistsError",
     "ApiKeyIdentity",
+    "DatabaseURLError",
     "DatabaseUnavailableError",
     "EffectiveReward",
     "EvolutionRecord",

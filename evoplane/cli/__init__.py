@@ -10,7 +10,7 @@ from rich.console import Console
 from evoplane.cli import atdp_cmd, db_cmd, up_cmd
 from evoplane.stack.launcher import StackError
 from evoplane.stack.process import PortInUseError
-from registry import DatabaseUnavailableError, RegistryError, SchemaOutOfDateError
+from registry import DatabaseUnavailableError, DatabaseURLError, RegistryError, SchemaOutOfDateError
 
 __all__ = ["app", "main"]
 
@@ -29,6 +29,7 @@ app.command("up")(up_cmd.up)
 # Errors a user can fix: shown as one clear message, without a traceback.
 USER_ERRORS = (
     DatabaseUnavailableError,
+    DatabaseURLError,
     SchemaOutOfDateError,
     RegistryError,
     PortInUseError,
@@ -41,5 +42,7 @@ def main() -> None:
     try:
         app()
     except USER_ERRORS as error:
-        Console(stderr=True).print(f"[bold red]error:[/bold red] {error}", highlight=False)
+        Console(stderr=True).print(
+            f"[bold red]error:[/bold red] {error}", highlight=False, soft_wrap=True
+        )
         sys.exit(1)

@@ -24,9 +24,9 @@ def upgrade_command(
     after = upgrade(engine, revision)
     where = describe_url(engine.url)
     if before == after:
-        Console().print(f"{where} is already at revision {after}.", highlight=False)
+        Console().print(f"{where} is already at revision {after}.", highlight=False, soft_wrap=True)
     else:
-        Console().print(f"{where}: {before or 'empty'} -> {after}", highlight=False)
+        Console().print(f"{where}: {before or 'empty'} -> {after}", highlight=False, soft_wrap=True)
 
 
 @app.command("current")
@@ -40,4 +40,5 @@ def current_command() -> None:
     Console().print(
         f"{describe_url(engine.url)}: at {current or 'empty'}, code expects {head} ({state})",
         highlight=False,
+        soft_wrap=True,
     )

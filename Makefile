@@ -1,0 +1,44 @@
+# Evoplane: `make run` sets everything up and starts the embedded stack; `make test` runs the suite.
+#
+# On CPU machines torch is pinned by constraints/cpu.txt so pip never pulls a CUDA build.
+# GPU workers: `make install CONSTRAINTS= EXTRAS=test,dspy,train,gpu` keeps your own torch.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+BIN := $(VENV)/bin
+EXTRAS ?= test,dspy,train
+CONSTRAINTS ?= constraints/cpu.txt
+PYTEST_ARGS ?=
+
+# dspy imports litellm, which otherwise fetches a model cost map from the network at import.
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+
+.PHONY: install run test lint format schema clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip setuptools wheel
+	$(BIN)/pip install $(if $(CONSTRAINTS),--constraint $(CONSTRAINTS)) --editable '.[$(EXTRAS)]'
+	touch $@
+
+run: install  ## the main job: the embedded stack in the foreground (Ctrl-C stops it)
+	$(BIN)/evoplane up
+
+test: install lint  ## lint, then the whole test suite
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+schema: install  ## regenerate the checked-in ATDP JSON Schema after changing atdp/
+	$(BIN)/evoplane atdp schema > atdp/schema/atdp.schema.json
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache *.egg-info

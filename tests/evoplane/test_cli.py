@@ -1,0 +1,69 @@
+"""The `evoplane` command as a user runs it: help, db commands, and errors that say what to do."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+EVOPLANE = str(Path(sys.executable).parent / "evoplane")
+
+
+def run(
+    *args: str, env: dict | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("EVOPLANE_")}
+    return subprocess.run(
+        [EVOPLANE, *args],
+        capture_output=True,
+        text=True,
+        env={**base, **(env or {})},
+        cwd=cwd,
+        timeout=120,
+    )
+
+
+def test_help_lists_every_command_with_its_purpose() -> None:
+    result = run("--help")
+    assert result.returncode == 0
+    for command, purpose in [
+        ("up", "embedded stack"),
+        ("atdp", "JSON Schema"),
+        ("db", "migrations"),
+    ]:
+        line = next(line for line in result.stdout.splitlines() if f" {command} " in line)
+        assert purpose in line or purpose in result.stdout
+
+
+def test_db_upgrade_then_current(tmp_path: Path) -> None:
+    env = {"EVOPLANE_DATA_DIR": str(tmp_path / "data")}
+    before = run("db", "current", env=env)
+    assert "empty" in before.stdout and "run `evoplane db upgrade`" in before.stdout
+    first = run("db", "upgrade", env=env)
+    assert first.returncode == 0 and "empty -> 0001" in first.stdout
+    again = run("db", "upgrade", env=env)
+    assert "already at revision 0001" in again.stdout
+    assert "up to date" in run("db", "current", env=env).stdout
+
+
+def test_unreachable_postgres_gives_one_clear_line(tmp_path: Path) -> None:
+    result = run(
+        "db",
+        "upgrade",
+        env={"EVOPLANE_DATABASE_URL": "postgresql+psycopg://postgres@127.0.0.1:1/none"},
+    )
+    assert result.returncode == 1
+    assert "refused the connection" in result.stderr
+    assert "unset EVOPLANE_DATABASE_URL" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_wrong_postgres_driver_is_explained() -> None:
+    result = run(
+        "db",
+        "current",
+        env={"EVOPLANE_DATABASE_URL": "postgresql+psycopg2://postgres@127.0.0.1/test"},
+    )
+    assert result.returncode == 1
+    assert "postgresql+psycopg://" in result.stderr and "Traceback" not in result.stderr

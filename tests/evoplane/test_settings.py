@@ -1,0 +1,57 @@
+"""Settings: environment over evoplane.toml over defaults; derived defaults in one place."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from evoplane.settings import load_settings
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch, tmp_path):
+    for name in list(__import__("os").environ):
+        if name.startswith("EVOPLANE_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+
+def test_defaults_point_at_the_embedded_stack(tmp_path: Path) -> None:
+    settings = load_settings()
+    assert settings.registry_url == f"sqlite:///{tmp_path / '.evoplane' / 'registry.db'}"
+    assert settings.temporal_target == "127.0.0.1:7233"
+    assert settings.tracking_uri == "http://127.0.0.1:5000"
+    assert (settings.gateway_port, settings.api_port) == (8400, 8401)
+    assert settings.embedded_temporal and settings.embedded_mlflow
+
+
+def test_precedence_flag_env_file(monkeypatch, tmp_path: Path) -> None:
+    (tmp_path / "evoplane.toml").write_text(
+        'mlflow_port = 6001\ntemporal_port = 7300\ndata_dir = "state"\n'
+    )
+    monkeypatch.setenv("EVOPLANE_MLFLOW_PORT", "6002")
+    settings = load_settings()
+    assert (settings.mlflow_port, settings.temporal_port) == (6002, 7300)
+    assert settings.data_dir == Path("state")
+    assert load_settings(mlflow_port=6003, temporal_port=None).mlflow_port == 6003
+
+
+def test_config_file_named_by_env(monkeypatch, tmp_path: Path) -> None:
+    config = tmp_path / "elsewhere.toml"
+    config.write_text('database_url = "postgresql+psycopg://db.internal/evoplane"\n')
+    monkeypatch.setenv("EVOPLANE_CONFIG", str(config))
+    assert load_settings().registry_url == "postgresql+psycopg://db.internal/evoplane"
+
+
+def test_bad_values_name_the_setting(monkeypatch) -> None:
+    monkeypatch.setenv("EVOPLANE_GATEWAY_PORT", "99999")
+    with pytest.raises(ValidationError, match="gateway_port"):
+        load_settings()
+
+
+def test_unknown_keys_in_the_file_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "evoplane.toml").write_text("mlflow_prot = 1\n")
+    with pytest.raises(ValidationError, match="mlflow_prot"):
+        load_settings()
