@@ -1,0 +1,1 @@
+"""Real servers and helpers that tests and benchmarks share (`tests.support.upstream`)."""
