@@ -1,0 +1,73 @@
+"""Lexical memory retrieval (Okapi BM25): the index the gateway and the memory operator share.
+
+Pure Python, no model downloads: it runs anywhere the gateway runs. Embedding retrieval
+can be added behind the same `search` signature.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from registry import MemoryItem
+
+__all__ = ["MemoryIndex", "ScoredItem", "tokenize"]
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+# Words so common in support conversations that they only add noise to the ranking.
+_STOPWORDS = frozenset(
+    "a an and are as at be by can do does for from how i in is it me my of on or our the "
+    "this to was what when where which who why will with you your".split()
+)
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercased word tokens without stopwords."""
+    return [token for token in _WORD.findall(text.lower()) if token not in _STOPWORDS]
+
+
+@dataclass(frozen=True)
+class ScoredItem:
+    item: MemoryItem
+    score: float
+
+
+class MemoryIndex:
+    """BM25 over memory items' content; built once per memory snapshot, searched per request.
+
+    Args:
+        k1: term-frequency saturation; b: length normalisation (the usual 1.2 and 0.75).
+    """
+
+    def __init__(self, items: Sequence[MemoryItem], *, k1: float = 1.2, b: float = 0.75) -> None:
+        self._items = list(items)
+        self._docs = [Counter(tokenize(item.content)) for item in self._items]
+        self._lengths = [sum(doc.values()) for doc in self._docs]
+        self._avg_length = (sum(self._lengths) / len(self._lengths)) if self._lengths else 0.0
+        frequency = Counter(term for doc in self._docs for term in doc)
+        n = len(self._docs)
+        # The "+1" variant of IDF keeps every weight positive, even for very common terms.
+        self._idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in frequency.items()}
+        self._k1, self._b = k1, b
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def search(self, query: str, k: int) -> list[ScoredItem]:
+        """The top `k` items with a positive score, best first; ties keep index order."""
+        terms = set(tokenize(query)) & self._idf.keys()
+        if not terms or k <= 0:
+            return []
+        scored = [(self._score(i, terms), i) for i in range(len(self._items))]
+        ranked = sorted((pair for pair in scored if pair[0] > 0), key=lambda p: (-p[0], p[1]))
+        return [ScoredItem(self._items[i], score) for score, i in ranked[:k]]
+
+    def _score(self, index: int, terms: set[str]) -> float:
+        doc, length = self._docs[index], self._lengths[index]
+        norm = self._k1 * (1 - self._b + self._b * length / (self._avg_length or 1.0))
+        return sum(
+            self._idf[t] * doc[t] * (self._k1 + 1) / (doc[t] + norm) for t in terms if t in doc
+        )
