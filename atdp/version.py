@@ -32,6 +32,10 @@ class ModelRef(ATDPModel):
 
     engine: Name = Field(description="Upstream engine: openai | local | sglang.")
     base_url: Text | None = None
+    replicas: list[Text] = Field(
+        default_factory=list,
+        description="More base URLs serving the same model; a session sticks to one.",
+    )
     model: Text | None = Field(default=None, description="Model name sent upstream.")
     checkpoint: Text | None = None
     adapter: Text | None = Field(default=None, description="LoRA adapter name, if any.")

@@ -53,6 +53,14 @@ class Settings(BaseSettings):
         "A PostgreSQL URL keeps MLflow's tables there.",
     )
     gateway_port: int = Field(default=8400, ge=1, le=65535)
+    gateway_max_body_bytes: int = Field(default=4 * 2**20, ge=1024)
+    gateway_rate_limit: float | None = Field(
+        default=None, gt=0, description="Requests per second per tenant (burst: 2 s worth)."
+    )
+    upstream_timeout: float = Field(default=120.0, gt=0)
+    upstream_api_key: SecretStr | None = Field(
+        default=None, description="Bearer key for OpenAI-compatible upstreams that need one."
+    )
     api_port: int = Field(default=8401, ge=1, le=65535)
     admin_token: SecretStr | None = None
 

@@ -20,6 +20,7 @@ from registry.db import (
     DatabaseURLError,
     create_db_engine,
     describe_url,
+    is_unreachable,
     transaction,
 )
 from registry.errors import AlreadyExistsError, InvalidRecordError, NotFoundError, RegistryError
@@ -31,6 +32,7 @@ from registry.evolutions import (
     start_evolution,
     update_evolution,
 )
+from registry.export import export_records, purge_expired
 from registry.memory import (
     MemoryItem,
     MemoryKind,
@@ -58,6 +60,7 @@ from registry.rewards import (
     list_rewards,
 )
 from registry.scope import ALL_TENANTS, TenantScope
+from registry.sessions import SessionRoute, get_session_route, route_session
 from registry.tenants import (
     ApiKeyIdentity,
     IssuedApiKey,
@@ -105,6 +108,7 @@ __all__ = [
     "NotFoundError",
     "RegistryError",
     "SchemaOutOfDateError",
+    "SessionRoute",
     "Tenant",
     "TenantPolicy",
     "TenantScope",
@@ -126,17 +130,20 @@ __all__ = [
     "effective_reward",
     "effective_reward_of_event",
     "effective_reward_of_trajectory",
+    "export_records",
     "get_agent",
     "get_event",
     "get_events",
     "get_evolution",
     "get_memory_items",
+    "get_session_route",
     "get_tenant",
     "get_trajectory",
     "get_version",
     "grant_agent",
     "head_revision",
     "insert_events",
+    "is_unreachable",
     "list_agents",
     "list_evolutions",
     "list_memory_items",
@@ -146,9 +153,11 @@ __all__ = [
     "list_versions",
     "memory_key",
     "previous_stable",
+    "purge_expired",
     "record_trajectory",
     "register_version",
     "revoke_api_key",
+    "route_session",
     "set_alias",
     "set_memory_status",
     "start_evolution",

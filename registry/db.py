@@ -16,6 +16,7 @@ __all__ = [
     "DatabaseUnavailableError",
     "create_db_engine",
     "describe_url",
+    "is_unreachable",
     "transaction",
 ]
 
@@ -131,3 +132,10 @@ def transaction(engine: Engine) -> Iterator[Session]:
         except BaseException:
             session.rollback()
             raise
+
+
+def is_unreachable(error: BaseException) -> bool:
+    """True for a failure to reach the database (worth retrying), not for a refused write."""
+    return isinstance(
+        error, sa.exc.OperationalError | sa.exc.InterfaceError | DatabaseUnavailableError
+    ) or (isinstance(error, sa.exc.DBAPIError) and error.connection_invalidated)

@@ -24,6 +24,7 @@ __all__ = [
     "EvolutionRow",
     "MemoryItemRow",
     "RewardRow",
+    "SessionRouteRow",
     "TenantAgentRow",
     "TenantRow",
     "TrajectoryRow",
@@ -233,3 +234,17 @@ class MemoryItemRow(SQLModel, table=True):
     conflicts_with: uuid.UUID | None = Field(default=None)
     created_at: datetime = _time()
     updated_at: datetime = _time()
+
+
+class SessionRouteRow(SQLModel, table=True):
+    """The version and replica a session was assigned at its first request, for its life."""
+
+    __tablename__ = "session_route"
+
+    agent: str = Field(foreign_key="agent.name", primary_key=True, max_length=64)
+    tenant: str = Field(foreign_key="tenant.name", primary_key=True, max_length=64)
+    session: str = Field(primary_key=True, max_length=200)
+    version_id: str = Field(foreign_key="agent_version.id", max_length=80)
+    alias: str = Field(max_length=16)
+    replica: int = 0
+    created_at: datetime = _time()

@@ -26,14 +26,16 @@ __all__ = [
 ]
 
 
-def _insert_ignoring_duplicates(session: Session, table: sa.Table, rows: list[dict]) -> int:
+def _insert_ignoring_duplicates(
+    session: Session, table: sa.Table, rows: list[dict], key: str = "id"
+) -> int:
     """INSERT ... ON CONFLICT DO NOTHING; returns how many rows were new."""
     if not rows:
         return 0
     dialect = session.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     # RETURNING counts exactly what was inserted; rowcount of a batch is driver-dependent.
-    statement = insert(table).on_conflict_do_nothing().returning(table.c.id)
+    statement = insert(table).on_conflict_do_nothing().returning(table.c[key])
     return len(session.execute(statement, rows).all())
 
 
@@ -128,6 +130,7 @@ def list_trajectories(
     tenant: TenantScope,
     *,
     agent: str | None = None,
+    session_id: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
     limit: int = 1000,
@@ -136,6 +139,8 @@ def list_trajectories(
     statement = scoped(select(TrajectoryRow), TrajectoryRow.tenant, tenant)
     if agent is not None:
         statement = statement.where(TrajectoryRow.agent == agent)
+    if session_id is not None:
+        statement = statement.where(TrajectoryRow.session == session_id)
     if since is not None:
         statement = statement.where(TrajectoryRow.started_at >= since)
     if until is not None:

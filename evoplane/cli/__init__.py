@@ -7,7 +7,7 @@ import sys
 import typer
 from rich.console import Console
 
-from evoplane.cli import atdp_cmd, db_cmd, up_cmd
+from evoplane.cli import admin_cmd, atdp_cmd, data_cmd, db_cmd, gateway_cmd, up_cmd
 from evoplane.stack.launcher import StackError
 from evoplane.stack.process import PortInUseError
 from registry import DatabaseUnavailableError, DatabaseURLError, RegistryError, SchemaOutOfDateError
@@ -25,6 +25,12 @@ app = typer.Typer(
 app.add_typer(atdp_cmd.app, name="atdp")
 app.add_typer(db_cmd.app, name="db")
 app.command("up")(up_cmd.up)
+app.command("gateway")(gateway_cmd.gateway)
+app.add_typer(admin_cmd.tenant_app, name="tenant")
+app.add_typer(admin_cmd.key_app, name="key")
+app.add_typer(admin_cmd.agent_app, name="agent")
+app.command("export")(data_cmd.export)
+app.command("gc")(data_cmd.gc)
 
 # Errors a user can fix: shown as one clear message, without a traceback.
 USER_ERRORS = (

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from registry import head_revision
+
 EVOPLANE = str(Path(sys.executable).parent / "evoplane")
 
 
@@ -41,9 +43,9 @@ def test_db_upgrade_then_current(tmp_path: Path) -> None:
     before = run("db", "current", env=env)
     assert "empty" in before.stdout and "run `evoplane db upgrade`" in before.stdout
     first = run("db", "upgrade", env=env)
-    assert first.returncode == 0 and "empty -> 0001" in first.stdout
+    assert first.returncode == 0 and f"empty -> {head_revision()}" in first.stdout
     again = run("db", "upgrade", env=env)
-    assert "already at revision 0001" in again.stdout
+    assert f"already at revision {head_revision()}" in again.stdout
     assert "up to date" in run("db", "current", env=env).stdout
 
 

@@ -1,0 +1,139 @@
+"""`evoplane tenant | key | agent`: the admin functions (the control API exposes the same)."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from evoplane.settings import load_settings
+
+tenant_app = typer.Typer(
+    help="Tenants: create and list them, with their data policy.", no_args_is_help=True
+)
+key_app = typer.Typer(
+    help="API keys: issue (shown once, stored hashed) and revoke.", no_args_is_help=True
+)
+agent_app = typer.Typer(
+    help="Agents: create one with its first version, grant it to tenants.", no_args_is_help=True
+)
+
+console = Console(soft_wrap=True)
+
+
+def _engine():
+    from registry import check_schema, create_db_engine
+
+    engine = create_db_engine(load_settings().registry_url)
+    check_schema(engine)
+    return engine
+
+
+@tenant_app.command("create")
+def tenant_create(
+    name: str,
+    training: str = typer.Option("eligible", help="eligible | debug_only | audit_only"),
+    retention_days: int | None = typer.Option(
+        None, help="Purge captured data after this many days."
+    ),
+    redact: list[str] = typer.Option(
+        [], help="Extra regex to redact from stored text (repeatable)."
+    ),
+) -> None:
+    """Create a tenant."""
+    from registry import TenantPolicy, create_tenant, transaction
+
+    policy = TenantPolicy(
+        training=training, retention_days=retention_days, redaction_patterns=redact
+    )
+    with transaction(_engine()) as session:
+        create_tenant(session, name, policy)
+    console.print(f"tenant {name} created (training: {policy.training}).", highlight=False)
+
+
+@tenant_app.command("list")
+def tenant_list() -> None:
+    """List tenants and their policies."""
+    from registry import list_tenants, tenant_agents, transaction
+
+    table = Table("tenant", "training", "retention", "agents")
+    with transaction(_engine()) as session:
+        for tenant in list_tenants(session):
+            days = tenant.policy.retention_days
+            table.add_row(
+                tenant.name,
+                tenant.policy.training,
+                f"{days} d" if days else "-",
+                ", ".join(tenant_agents(session, tenant.name)) or "-",
+            )
+    console.print(table)
+
+
+@key_app.command("create")
+def key_create(
+    tenant: str = typer.Option(..., help="The tenant the key belongs to."),
+    agents: str | None = typer.Option(None, help="Comma-separated agents the key is limited to."),
+) -> None:
+    """Issue an API key; it is printed once and only its hash is stored."""
+    from registry import create_api_key, transaction
+
+    limited = [a.strip() for a in agents.split(",") if a.strip()] if agents else None
+    with transaction(_engine()) as session:
+        issued = create_api_key(session, tenant, limited)
+    console.print(
+        f"key {issued.id} for tenant {tenant}"
+        + (f" (agents: {', '.join(limited)})" if limited else ""),
+        highlight=False,
+    )
+    print(issued.key)
+
+
+@key_app.command("revoke")
+def key_revoke(key_id: str) -> None:
+    """Revoke a key by its id (gateways stop accepting it within seconds)."""
+    import uuid
+
+    from registry import revoke_api_key, transaction
+
+    with transaction(_engine()) as session:
+        revoke_api_key(session, uuid.UUID(key_id))
+    console.print(f"key {key_id} revoked.", highlight=False)
+
+
+@agent_app.command("create")
+def agent_create(
+    name: str,
+    engine: str = typer.Option(
+        "openai", help="Upstream engine: openai (any OpenAI-compatible server)."
+    ),
+    base_url: str = typer.Option(
+        ..., help="The upstream's API root, e.g. http://127.0.0.1:8000/v1."
+    ),
+    model: str | None = typer.Option(None, help="Model name sent upstream."),
+    instructions: str = typer.Option("", help="Initial harness instructions (system prompt)."),
+    tenants: str | None = typer.Option(None, help="Comma-separated tenants allowed to use it."),
+    author: str = typer.Option("cli", help="Recorded as the first version's author."),
+) -> None:
+    """Create an agent with its initial stable version."""
+    from atdp import Harness, ModelRef, VersionSpec
+    from registry import create_agent, grant_agent, transaction
+
+    spec = VersionSpec(
+        model=ModelRef(engine=engine, base_url=base_url, model=model),
+        harness=Harness(instructions=instructions),
+    )
+    with transaction(_engine()) as session:
+        _, version = create_agent(session, name, spec, author=author)
+        for tenant in [t.strip() for t in (tenants or "").split(",") if t.strip()]:
+            grant_agent(session, tenant, name)
+    console.print(f"agent {name} created; stable = {version.id}.", highlight=False)
+
+
+@agent_app.command("grant")
+def agent_grant(name: str, tenant: str = typer.Option(..., help="The tenant to allow.")) -> None:
+    """Allow a tenant to use an agent."""
+    from registry import grant_agent, transaction
+
+    with transaction(_engine()) as session:
+        grant_agent(session, tenant, name)
+    console.print(f"tenant {tenant} may use agent {name}.", highlight=False)

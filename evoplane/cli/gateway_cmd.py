@@ -1,0 +1,43 @@
+"""`evoplane gateway`: the OpenAI-compatible gateway in the foreground."""
+
+from __future__ import annotations
+
+import typer
+
+from evoplane.settings import Settings, load_settings
+
+
+def gateway_config(settings: Settings):
+    """The gateway's typed config from settings (one place maps one to the other)."""
+    from proxy.config import GatewayConfig
+
+    return GatewayConfig(
+        database_url=settings.registry_url,
+        spool_dir=settings.data_dir.resolve() / "spool" / f"gateway-{settings.gateway_port}",
+        max_body_bytes=settings.gateway_max_body_bytes,
+        rate_limit=settings.gateway_rate_limit,
+        upstream_timeout=settings.upstream_timeout,
+        upstream_api_key=settings.upstream_api_key.get_secret_value()
+        if settings.upstream_api_key
+        else None,
+    )
+
+
+def gateway(
+    port: int | None = typer.Option(None, help="Port [env: EVOPLANE_GATEWAY_PORT, default 8400]."),
+    host: str | None = typer.Option(None, help="Bind address [env: EVOPLANE_HOST]."),
+) -> None:
+    """Run the OpenAI-compatible gateway: point an agent's base_url at it."""
+    import uvicorn
+
+    from proxy.app import create_app
+    from registry import check_schema, create_db_engine
+
+    settings = load_settings(gateway_port=port, host=host)
+    engine = create_db_engine(settings.registry_url)
+    check_schema(engine)
+    engine.dispose()
+    app = create_app(gateway_config(settings))
+    uvicorn.run(
+        app, host=settings.host, port=settings.gateway_port, log_level="warning", access_log=False
+    )

@@ -1,0 +1,121 @@
+"""Cached registry reads for the gateway's hot path.
+
+Versions are immutable, so they are cached for good; aliases, keys and grants change
+rarely and are cached for a few seconds, so a promotion or a revoked key takes effect
+within `ttl` without a database round trip per request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from sqlalchemy.engine import Engine
+
+from evolution.memory import MemoryIndex
+from registry import (
+    AgentVersion,
+    AliasState,
+    ApiKeyIdentity,
+    TenantPolicy,
+    authenticate,
+    current_aliases,
+    get_memory_items,
+    get_tenant,
+    get_version,
+    is_unreachable,
+    tenant_agents,
+    transaction,
+)
+
+__all__ = ["Catalog", "RegistryUnreachable"]
+
+log = logging.getLogger(__name__)
+
+
+class RegistryUnreachable(RuntimeError):
+    """The registry cannot be reached and nothing cached can stand in."""
+
+
+T = TypeVar("T")
+
+
+class Catalog:
+    """The registry as the gateway sees it: cached, and read off the event loop."""
+
+    def __init__(self, engine: Engine, *, ttl: float = 2.0) -> None:
+        self.engine = engine
+        self.ttl = ttl
+        self._expiring: dict[tuple, tuple[float, Any]] = {}
+        self._versions: dict[str, AgentVersion] = {}
+        self._memory: dict[tuple[str, str], MemoryIndex] = {}
+
+    async def run(self, work: Callable[..., T], *args: Any) -> T:
+        """Run a registry function in a fresh transaction, in a worker thread."""
+
+        def call() -> T:
+            with transaction(self.engine) as session:
+                return work(session, *args)
+
+        return await asyncio.to_thread(call)
+
+    async def _cached(self, key: tuple, load: Callable[[], Any]) -> Any:
+        """A cached value; when the registry is unreachable, the last one known, however old.
+
+        Serving with a slightly stale alias or key beats refusing every request while the
+        database is down; capture meanwhile waits in the spool.
+        """
+        hit = self._expiring.get(key)
+        now = time.monotonic()
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        try:
+            value = await load()
+        except Exception as error:
+            if not is_unreachable(error):
+                raise
+            if hit is None:
+                raise RegistryUnreachable(str(error)) from error
+            log.warning("registry unreachable; serving a stale %s", key[0])
+            return hit[1]
+        self._expiring[key] = (now + self.ttl, value)
+        return value
+
+    async def identity(self, api_key: str) -> ApiKeyIdentity | None:
+        return await self._cached(("key", api_key), lambda: self.run(authenticate, api_key))
+
+    async def agents_of(self, tenant: str) -> list[str]:
+        return await self._cached(("grants", tenant), lambda: self.run(tenant_agents, tenant))
+
+    async def policy(self, tenant: str) -> TenantPolicy:
+        async def load() -> TenantPolicy:
+            return (await self.run(get_tenant, tenant)).policy
+
+        return await self._cached(("policy", tenant), load)
+
+    async def aliases(self, agent: str) -> AliasState:
+        return await self._cached(("aliases", agent), lambda: self.run(current_aliases, agent))
+
+    async def version(self, version_id: str) -> AgentVersion:
+        found = self._versions.get(version_id)
+        if found is None:
+            found = self._versions[version_id] = await self.run(get_version, version_id)
+        return found
+
+    async def memory_index(self, version: AgentVersion, tenant: str) -> MemoryIndex:
+        """The BM25 index over the version's memory snapshot, as visible to `tenant`."""
+        key = (version.id, tenant)
+        index = self._memory.get(key)
+        if index is None:
+            ids = [uuid.UUID(item_id) for item_id in version.spec.memory.item_ids]
+            items = await self.run(get_memory_items, version.agent, tenant, ids) if ids else []
+            index = self._memory[key] = MemoryIndex(items)
+        return index
+
+    def forget(self) -> None:
+        """Drop every expiring entry (tests and admin actions that must apply at once)."""
+        self._expiring.clear()

@@ -1,0 +1,31 @@
+"""The gateway's typed configuration, built by the shell from settings (proxy never reads env)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["GatewayConfig"]
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    """Everything `create_app` needs.
+
+    Args:
+        database_url: the registry.
+        spool_dir: where capture records wait for the registry (crash-safe).
+        rate_limit: requests per second per tenant, None for no limit.
+        catalog_ttl: seconds a cached alias, key or grant may be stale.
+    """
+
+    database_url: str
+    spool_dir: Path
+    max_body_bytes: int = 4 * 2**20
+    rate_limit: float | None = None
+    upstream_timeout: float = 120.0
+    upstream_connect_timeout: float = 5.0
+    upstream_api_key: str | None = None
+    catalog_ttl: float = 2.0
+    capture_batch_size: int = 500
+    capture_flush_interval: float = 0.05

@@ -1,0 +1,276 @@
+"""Rewards and agent-side events arriving after the fact: /v1/feedback and /v1/events.
+
+Both name their target by trajectory, event or session, and both are tenant-checked: a
+target of another tenant is "not found" (404), so ids cannot be probed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from atdp import (
+    BinaryValue,
+    CategoricalValue,
+    Event,
+    EventKind,
+    EventMetadata,
+    Observation,
+    Outcome,
+    ReplayClass,
+    ReplayInfo,
+    Reward,
+    RewardSource,
+    ScalarValue,
+    ToolCall,
+    ToolCallAction,
+    UserAction,
+    new_id,
+    utcnow,
+)
+from proxy.capture import CaptureRecord
+from proxy.capture.events import SessionState
+from proxy.errors import GatewayError
+from registry import NotFoundError, get_event, get_events, get_trajectory, list_trajectories
+
+__all__ = ["EventReport", "FeedbackReport", "record_event", "record_feedback"]
+
+
+class _Target(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    trajectory_id: uuid.UUID | None = None
+    event_id: uuid.UUID | None = None
+    session_id: str | None = Field(default=None, min_length=1, max_length=200)
+    agent: str | None = None
+
+    @model_validator(mode="after")
+    def _has_target(self):
+        if not (self.trajectory_id or self.event_id or self.session_id):
+            raise ValueError("name the target: trajectory_id, event_id or session_id")
+        return self
+
+
+class FeedbackReport(_Target):
+    """Explicit feedback: any of thumbs, score, category, critique, correction."""
+
+    thumbs: Literal["up", "down"] | None = None
+    score: float | None = None
+    category: str | None = Field(default=None, min_length=1, max_length=200)
+    category_score: float | None = None
+    critique: str | None = None
+    correction: str | None = None
+    name: str = Field(default="user_feedback", min_length=1, max_length=200)
+
+    @model_validator(mode="after")
+    def _has_signal(self):
+        if (
+            self.thumbs is None
+            and self.score is None
+            and self.category is None
+            and not self.correction
+        ):
+            raise ValueError("give at least one of thumbs, score, category or correction")
+        return self
+
+
+class ReportedOutcome(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    tool_return: Any = None
+    error_class: str | None = None
+    error_message: str | None = None
+    exit_code: int | None = None
+    success: bool | None = None
+    user_action: UserAction | None = None
+
+
+class ReportedToolCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = "agent-reported"
+    name: str = Field(min_length=1)
+    arguments: str = ""
+
+
+class EventReport(_Target):
+    """An event the agent reports: a tool it ran, a task outcome, an approval, a file op..."""
+
+    kind: Literal[
+        "tool_call",
+        "task_outcome",
+        "approval",
+        "file_op",
+        "browser_op",
+        "retrieval",
+        "memory_read",
+        "memory_write",
+    ]
+    parent_event_id: uuid.UUID | None = None
+    tool_call: ReportedToolCall | None = None
+    outcome: ReportedOutcome | None = None
+    data: dict[str, Any] | None = None
+    side_effects: bool = Field(
+        default=True, description="False if re-running it is harmless (replay may substitute it)."
+    )
+
+
+async def _locate(gateway, tenant: str, target: _Target) -> tuple[uuid.UUID, uuid.UUID | None]:
+    """(trajectory id, event id) of the target, if `tenant` owns it; else 404."""
+    if target.event_id is not None:
+        recent = gateway.recent_events.get(target.event_id)
+        if recent is not None:
+            if recent[0] != tenant:
+                raise _not_found("event", target.event_id)
+            return recent[1], target.event_id
+        try:
+            event = await gateway.catalog.run(get_event, tenant, target.event_id)
+        except NotFoundError:
+            raise _not_found("event", target.event_id) from None
+        return event.trajectory_id, event.id
+    if target.trajectory_id is not None:
+        state = gateway.sessions.find_trajectory(target.trajectory_id)
+        if state is not None and state.trajectory.tenant == tenant:
+            return state.trajectory.id, None
+        try:
+            await gateway.catalog.run(get_trajectory, tenant, target.trajectory_id)
+        except NotFoundError:
+            raise _not_found("trajectory", target.trajectory_id) from None
+        return target.trajectory_id, None
+    state = _live_session(gateway, tenant, target.session_id, target.agent)
+    if state is not None:
+        return state.trajectory.id, None
+    found = await gateway.catalog.run(
+        lambda s: list_trajectories(
+            s, tenant, agent=target.agent, session_id=target.session_id, limit=1
+        )
+    )
+    if not found:
+        raise _not_found("session", target.session_id)
+    return found[0].id, None
+
+
+def _live_session(
+    gateway, tenant: str, session: str | None, agent: str | None
+) -> SessionState | None:
+    for (state_tenant, state_agent, state_session), state in reversed(
+        gateway.sessions._states.items()
+    ):
+        if (state_tenant, state_session) == (tenant, session) and agent in (None, state_agent):
+            return state
+    return None
+
+
+def _not_found(what: str, key: object) -> GatewayError:
+    return GatewayError(404, f"No {what} {key} for this tenant.", code=f"{what}_not_found")
+
+
+async def record_feedback(gateway, tenant: str, report: FeedbackReport) -> list[Reward]:
+    trajectory_id, event_id = await _locate(gateway, tenant, report)
+    now = utcnow()
+    values: list[tuple[str, Any, str | None]] = []
+    if report.thumbs is not None:
+        values.append((report.name, BinaryValue(value=report.thumbs == "up"), report.critique))
+    if report.score is not None:
+        values.append((report.name, ScalarValue(value=report.score), report.critique))
+    if report.category is not None:
+        values.append(
+            (
+                report.name,
+                CategoricalValue(value=report.category, score=report.category_score),
+                report.critique,
+            )
+        )
+    if report.correction:
+        values.append(("correction", BinaryValue(value=False), report.correction))
+    rewards = [
+        Reward(
+            id=new_id(),
+            tenant=tenant,
+            trajectory_id=trajectory_id,
+            event_id=event_id,
+            name=name,
+            value=value,
+            critique=critique,
+            source=RewardSource.EXPLICIT,
+            created_at=now,
+        )
+        for name, value, critique in values
+    ]
+    gateway.writer.submit([CaptureRecord("reward", r) for r in rewards])
+    return rewards
+
+
+async def record_event(gateway, tenant: str, report: EventReport) -> Event:
+    trajectory_id, _ = await _locate(gateway, tenant, report)
+    state = gateway.sessions.find_trajectory(trajectory_id)
+    next_seq = (
+        state.seq()
+        if state is not None
+        else await _next_seq_from_registry(gateway, tenant, trajectory_id)
+    )
+    session = (
+        state.trajectory.session
+        if state is not None
+        else (await gateway.catalog.run(get_trajectory, tenant, trajectory_id)).session
+    )
+    outcome = Outcome(**report.outcome.model_dump()) if report.outcome else None
+    event = Event(
+        id=new_id(),
+        trajectory_id=trajectory_id,
+        seq=next_seq,
+        kind=EventKind(report.kind),
+        parent_id=report.parent_event_id or (state.last_llm_event if state else None),
+        created_at=utcnow(),
+        observation=Observation(data=report.data) if report.data else None,
+        action=ToolCallAction(call=ToolCall(**report.tool_call.model_dump()))
+        if report.tool_call
+        else None,
+        outcome=outcome,
+        metadata=EventMetadata(tenant=tenant, session=session),
+        replay=ReplayInfo(
+            replay_class=ReplayClass.NON_REPLAYABLE
+            if report.side_effects
+            else ReplayClass.APPROXIMATE,
+            reason="reported by the agent; "
+            + (
+                "it had side effects outside a sandbox"
+                if report.side_effects
+                else "its output can be substituted"
+            ),
+        ),
+    )
+    redactor = await gateway.redactor(tenant)
+    event = redactor.redact_event(event)
+    records = [CaptureRecord("event", event)]
+    if report.kind == "task_outcome" and outcome is not None and outcome.success is not None:
+        records.append(
+            CaptureRecord(
+                "reward",
+                Reward(
+                    id=new_id(),
+                    tenant=tenant,
+                    trajectory_id=trajectory_id,
+                    event_id=event.id,
+                    name="task_success",
+                    value=BinaryValue(value=outcome.success),
+                    critique=outcome.error_message,
+                    source=RewardSource.TEST,
+                    created_at=utcnow(),
+                ),
+            )
+        )
+    gateway.writer.submit(records)
+    gateway.recent_events[event.id] = (tenant, trajectory_id)
+    return event
+
+
+async def _next_seq_from_registry(gateway, tenant: str, trajectory_id: uuid.UUID) -> int:
+    """After a restart the session's state is gone: continue after the last stored event."""
+    import asyncio
+
+    await asyncio.to_thread(gateway.writer.flush, 5.0)
+    events = await gateway.catalog.run(get_events, tenant, trajectory_id)
+    return (events[-1].seq + 1) if events else 0

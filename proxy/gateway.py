@@ -1,0 +1,365 @@
+"""The gateway's request pipeline: identify, route, overlay, call upstream, capture.
+
+`proxy.app` maps HTTP onto these methods; everything here is plain async Python so the
+replay engine and tests can drive the same pipeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from atdp import Event, Governance, Traffic, new_id, utcnow
+from proxy.capture import CaptureRecord, CaptureWriter, Spool
+from proxy.capture.events import (
+    Exchange,
+    SessionBook,
+    exchange_events,
+    new_trajectory,
+)
+from proxy.catalog import Catalog
+from proxy.config import GatewayConfig
+from proxy.engines.base import UpstreamEngine, UpstreamError, UpstreamTimeout
+from proxy.engines.openai_compat import OpenAICompatEngine
+from proxy.errors import GatewayError
+from proxy.governance import Redactor, decide_governance
+from proxy.overlays import Overlaid, apply_overlays, restore_response
+from proxy.router import Route, Router
+from proxy.signals import implicit_rewards
+from registry import (
+    AgentVersion,
+    ApiKeyIdentity,
+    NotFoundError,
+    check_schema,
+    create_db_engine,
+    get_agent,
+)
+
+__all__ = ["Gateway", "Served"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Served:
+    """What a handled request produced, for the HTTP layer's headers."""
+
+    session: str
+    trajectory_id: uuid.UUID
+    event_id: uuid.UUID
+    version_id: str
+
+
+class TokenBucket:
+    """Per-tenant request rate limit: `rate` per second, bursts of two seconds' worth."""
+
+    def __init__(self, rate: float) -> None:
+        self.rate, self.capacity = rate, max(1.0, 2 * rate)
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    def take(self, tenant: str) -> float | None:
+        """None if allowed; else seconds until a request would be."""
+        now = time.monotonic()
+        tokens, last = self._buckets.get(tenant, (self.capacity, now))
+        tokens = min(self.capacity, tokens + (now - last) * self.rate)
+        if tokens < 1.0:
+            self._buckets[tenant] = (tokens, now)
+            return (1.0 - tokens) / self.rate
+        self._buckets[tenant] = (tokens - 1.0, now)
+        return None
+
+
+class Gateway:
+    """Long-lived state of one gateway process."""
+
+    def __init__(self, config: GatewayConfig) -> None:
+        self.config = config
+        self.db = create_db_engine(config.database_url)
+        check_schema(self.db)
+        self.catalog = Catalog(self.db, ttl=config.catalog_ttl)
+        self.router = Router(self.catalog)
+        self.writer = CaptureWriter(
+            self.db,
+            Spool(config.spool_dir),
+            batch_size=config.capture_batch_size,
+            flush_interval=config.capture_flush_interval,
+        )
+        self.sessions = SessionBook()
+        self.shadow_sessions = SessionBook()
+        self.limiter = TokenBucket(config.rate_limit) if config.rate_limit else None
+        self.recent_events: OrderedDict[uuid.UUID, tuple[str, uuid.UUID]] = OrderedDict()
+        self._engines: dict[tuple[str, str], UpstreamEngine] = {}
+        self._redactors: dict[str, Redactor] = {}
+        self._background: set[asyncio.Task] = set()
+        self.shadow_failures = 0
+
+    async def start(self) -> None:
+        await asyncio.to_thread(self.writer.start)
+
+    async def close(self) -> None:
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        for engine in self._engines.values():
+            await engine.aclose()
+        await asyncio.to_thread(self.writer.stop)
+        self.db.dispose()
+
+    # --- identity -----------------------------------------------------------------------
+
+    async def authenticate(self, authorization: str | None) -> ApiKeyIdentity:
+        scheme, _, key = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not key.strip():
+            raise GatewayError(
+                401,
+                "Missing API key: send `Authorization: Bearer <key>` (create one with "
+                "`evoplane key create --tenant NAME`).",
+                code="missing_api_key",
+            )
+        identity = await self.catalog.identity(key.strip())
+        if identity is None:
+            raise GatewayError(401, "Invalid or revoked API key.", code="invalid_api_key")
+        return identity
+
+    async def authorize(self, identity: ApiKeyIdentity, agent: str) -> None:
+        """404 for an agent that does not exist; 403 for one this key or tenant may not use."""
+        granted = await self.catalog.agents_of(identity.tenant)
+        if agent not in granted:
+            try:
+                await self.catalog.run(get_agent, agent)
+            except NotFoundError:
+                raise GatewayError(
+                    404,
+                    f"The agent '{agent}' does not exist.",
+                    param="model",
+                    code="model_not_found",
+                ) from None
+            raise GatewayError(
+                403,
+                f"Tenant '{identity.tenant}' may not use agent '{agent}'.",
+                param="model",
+                code="agent_not_allowed",
+            )
+        if not identity.may_use(agent):
+            raise GatewayError(
+                403,
+                f"This API key is limited to other agents than '{agent}'.",
+                param="model",
+                code="agent_not_allowed",
+            )
+
+    def check_rate(self, tenant: str) -> None:
+        if self.limiter is None:
+            return
+        wait = self.limiter.take(tenant)
+        if wait is not None:
+            raise GatewayError(
+                429,
+                f"Rate limit for tenant '{tenant}' reached; retry in {wait:.2f} s.",
+                code="rate_limit_exceeded",
+                headers={"Retry-After": str(max(1, round(wait)))},
+            )
+
+    # --- upstream -----------------------------------------------------------------------
+
+    def engine_for(self, version: AgentVersion, base_url: str | None) -> UpstreamEngine:
+        kind = version.spec.model.engine
+        if kind not in {"openai", "sglang"}:
+            raise GatewayError(
+                502,
+                f"Engine '{kind}' of {version.id} is not available in this gateway.",
+                code="engine_unavailable",
+            )
+        if not base_url:
+            raise GatewayError(
+                502, f"{version.id} names no upstream base_url.", code="engine_unavailable"
+            )
+        engine = self._engines.get((kind, base_url))
+        if engine is None:
+            engine = self._engines[(kind, base_url)] = OpenAICompatEngine(
+                base_url,
+                self.config.upstream_api_key,
+                connect_timeout=self.config.upstream_connect_timeout,
+                max_connections=256,
+            )
+        return engine
+
+    async def complete(self, engine: UpstreamEngine, overlaid: Overlaid) -> dict[str, Any]:
+        try:
+            return await engine.complete(
+                overlaid.body, model=overlaid.model, timeout=self.config.upstream_timeout
+            )
+        except UpstreamTimeout:
+            raise GatewayError(
+                504, "The upstream model did not answer in time.", code="upstream_timeout"
+            ) from None
+        except UpstreamError as error:
+            raise GatewayError(
+                502, f"The upstream model failed: {error}", code="upstream_error"
+            ) from None
+
+    # --- the pipeline -------------------------------------------------------------------
+
+    async def prepare(
+        self, tenant: str, agent: str, session: str, body: dict
+    ) -> tuple[Route, Overlaid]:
+        route = await self.router.route(tenant, agent, session)
+        memory = await self.catalog.memory_index(route.version, tenant)
+        return route, apply_overlays(body, route.version.spec, memory)
+
+    async def serve(
+        self,
+        identity: ApiKeyIdentity,
+        agent: str,
+        session: str,
+        body: dict,
+        *,
+        training_opt_out: bool,
+    ) -> tuple[dict[str, Any], Served]:
+        """A non-streaming completion, captured."""
+        route, overlaid = await self.prepare(identity.tenant, agent, session, body)
+        engine = self.engine_for(route.version, route.base_url)
+        started = time.perf_counter()
+        response = await self.complete(engine, overlaid)
+        latency_ms = (time.perf_counter() - started) * 1000
+        served = await self.capture(
+            identity.tenant,
+            agent,
+            session,
+            body,
+            overlaid,
+            route.version,
+            response,
+            latency_ms,
+            training_opt_out=training_opt_out,
+        )
+        if route.shadow is not None:
+            self.spawn(
+                self.shadow(identity.tenant, agent, session, body, route.shadow, training_opt_out)
+            )
+        return restore_response(response, overlaid), served
+
+    async def governance(self, tenant: str, training_opt_out: bool) -> Governance:
+        policy = await self.catalog.policy(tenant)
+        return decide_governance(policy, training_opt_out=training_opt_out, now=utcnow())
+
+    async def redactor(self, tenant: str) -> Redactor:
+        redactor = self._redactors.get(tenant)
+        if redactor is None:
+            policy = await self.catalog.policy(tenant)
+            redactor = self._redactors[tenant] = Redactor(policy.redaction_patterns)
+        return redactor
+
+    async def capture(
+        self,
+        tenant: str,
+        agent: str,
+        session: str,
+        request: dict,
+        overlaid: Overlaid,
+        version: AgentVersion,
+        response: dict,
+        latency_ms: float,
+        *,
+        training_opt_out: bool,
+        traffic: Traffic = Traffic.USER,
+    ) -> Served:
+        """Build the exchange's events, govern them, and hand them to the capture writer."""
+        book = self.sessions if traffic is Traffic.USER else self.shadow_sessions
+        records: list[CaptureRecord] = []
+        state = book.get(tenant, agent, session)
+        if state is None or state.trajectory.versions.agent_version_id != version.id:
+            state = book.start(new_trajectory(tenant, agent, session, version))
+            records.append(CaptureRecord("trajectory", state.trajectory))
+        request_key = _request_key(request)
+        regenerated = state.last_llm_event if request_key == state.last_request_key else None
+        exchange = Exchange(
+            tenant=tenant,
+            agent=agent,
+            session=session,
+            request=request,
+            overlaid=overlaid,
+            version=version,
+            response=response,
+            latency_ms=latency_ms,
+            traffic=traffic,
+            governance=await self.governance(tenant, training_opt_out),
+        )
+        events = exchange_events(state, exchange)
+        state.last_request_key = request_key
+        redactor = await self.redactor(tenant)
+        events = [redactor.redact_event(event) for event in events]
+        records += [CaptureRecord("event", event) for event in events]
+        if traffic is Traffic.USER:
+            records += [
+                CaptureRecord("reward", r)
+                for r in implicit_rewards(events, regenerated=regenerated)
+            ]
+            self._remember(events)
+        self.writer.submit(records)
+        return Served(session, state.trajectory.id, events[-1].id, version.id)
+
+    def _remember(self, events: list[Event]) -> None:
+        for event in events:
+            self.recent_events[event.id] = (event.metadata.tenant, event.trajectory_id)
+        while len(self.recent_events) > 200_000:
+            self.recent_events.popitem(last=False)
+
+    # --- shadow -------------------------------------------------------------------------
+
+    def spawn(self, coroutine) -> None:
+        task = asyncio.create_task(coroutine)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def shadow(
+        self,
+        tenant: str,
+        agent: str,
+        session: str,
+        body: dict,
+        version: AgentVersion,
+        training_opt_out: bool,
+    ) -> None:
+        """Serve a copy to the shadow version and record it; never affects the primary."""
+        try:
+            memory = await self.catalog.memory_index(version, tenant)
+            overlaid = apply_overlays(body, version.spec, memory)
+            engine = self.engine_for(version, version.spec.model.base_url)
+            started = time.perf_counter()
+            response = await self.complete(engine, overlaid)
+            latency_ms = (time.perf_counter() - started) * 1000
+            await self.capture(
+                tenant,
+                agent,
+                session,
+                body,
+                overlaid,
+                version,
+                response,
+                latency_ms,
+                training_opt_out=training_opt_out,
+                traffic=Traffic.SHADOW,
+            )
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:  # noqa: BLE001 - a shadow failure is logged, never raised
+            self.shadow_failures += 1
+            log.warning("shadow request to %s failed: %s", version.id, error)
+
+
+def _request_key(request: dict) -> str:
+    from proxy.capture.events import message_key
+
+    keys = "".join(message_key(m) for m in request.get("messages") or [])
+    return hashlib.sha1(keys.encode()).hexdigest()
+
+
+def new_session_id() -> str:
+    return f"s-{new_id().hex}"

@@ -1,0 +1,207 @@
+"""Apply an agent version to a request: harness, memory, tool schemas, guardrails, model route.
+
+The agent sends its own request; the upstream receives the version's view of it. Responses
+are mapped back (renamed tool arguments return under the agent's names), so the agent never
+sees that anything changed. The replay engine (E4) applies versions through these same
+functions, so what is evaluated is exactly what would be served.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from atdp import VersionSpec
+from evolution.memory import MemoryIndex, ScoredItem
+
+__all__ = [
+    "MEMORY_BLOCK_END",
+    "MEMORY_BLOCK_START",
+    "Overlaid",
+    "apply_overlays",
+    "restore_response",
+]
+
+MEMORY_BLOCK_START = "<evoplane-memory>"
+MEMORY_BLOCK_END = "</evoplane-memory>"
+_MEMORY_PREAMBLE = "Facts and procedures known to be relevant to this conversation:"
+
+
+@dataclass
+class Overlaid:
+    """The upstream request and what is needed to explain it and to map the answer back."""
+
+    body: dict[str, Any]
+    model: str | None
+    argument_maps: dict[str, dict[str, str]] = field(default_factory=dict)  # tool -> model->agent
+    blocked_tools: frozenset[str] = frozenset()
+    retrieved: list[ScoredItem] = field(default_factory=list)
+    fingerprints: dict[str, str] = field(default_factory=dict)
+
+
+def apply_overlays(
+    body: dict[str, Any], spec: VersionSpec, memory: MemoryIndex | None = None
+) -> Overlaid:
+    """The request `spec` sends upstream for the agent's `body` (which is not modified)."""
+    body = copy.deepcopy(body)
+    messages = list(body.get("messages") or [])
+    retrieved = _retrieve(messages, spec, memory)
+    messages = _with_harness(messages, spec, retrieved)
+    blocked = frozenset(spec.guardrails.blocked_tools)
+    maps = {name: dict(o.argument_map) for name, o in spec.tools.tools.items() if o.argument_map}
+    messages = [_to_model_names(message, maps) for message in messages]
+    body["messages"] = messages
+    if body.get("tools"):
+        body["tools"] = [
+            _overlay_tool(t, spec) for t in body["tools"] if _tool_name(t) not in blocked
+        ]
+        if not body["tools"]:
+            del body["tools"]
+            body.pop("tool_choice", None)
+    _cap_tokens(body, spec.guardrails.max_tokens)
+    model = spec.model.adapter or spec.model.model
+    if model:
+        body["model"] = model
+    parts = spec.part_hashes()
+    fingerprints = {
+        part: parts[part] for part in ("model", "harness", "memory", "tools", "guardrails")
+    }
+    if retrieved:
+        ids = ",".join(str(hit.item.id) for hit in retrieved)
+        fingerprints["retrieval"] = hashlib.sha256(ids.encode()).hexdigest()[:16]
+    return Overlaid(body, model, maps, blocked, retrieved, fingerprints)
+
+
+def _retrieve(
+    messages: list[dict], spec: VersionSpec, memory: MemoryIndex | None
+) -> list[ScoredItem]:
+    if memory is None or not len(memory):
+        return []
+    user_turns = [_text(m.get("content")) for m in messages if m.get("role") == "user"]
+    return memory.search(" ".join(user_turns[-2:]), spec.memory.top_k)
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return ""
+
+
+def _with_harness(
+    messages: list[dict], spec: VersionSpec, retrieved: list[ScoredItem]
+) -> list[dict]:
+    harness = spec.harness
+    prefix: list[dict] = []
+    instructions = (
+        harness.template.replace("{instructions}", harness.instructions)
+        if harness.template
+        else harness.instructions
+    )
+    rest = messages
+    if instructions:
+        if (
+            rest
+            and rest[0].get("role") in {"system", "developer"}
+            and isinstance(rest[0].get("content"), str)
+        ):
+            first = dict(rest[0])
+            first["content"] = f"{instructions}\n\n{first['content']}"
+            prefix, rest = [first], rest[1:]
+        else:
+            prefix = [{"role": "system", "content": instructions}]
+    elif rest and rest[0].get("role") in {"system", "developer"}:
+        prefix, rest = [rest[0]], rest[1:]
+    if retrieved:
+        lines = "\n".join(f"- {hit.item.content}" for hit in retrieved)
+        block = f"{MEMORY_BLOCK_START}\n{_MEMORY_PREAMBLE}\n{lines}\n{MEMORY_BLOCK_END}"
+        prefix.append({"role": "system", "content": block})
+    demos = [
+        m.model_dump(mode="json", exclude_defaults=True) for d in harness.demos for m in d.messages
+    ]
+    return [*prefix, *demos, *rest]
+
+
+def _tool_name(tool: dict) -> str | None:
+    return (tool.get("function") or {}).get("name")
+
+
+def _overlay_tool(tool: dict, spec: VersionSpec) -> dict:
+    override = spec.tools.tools.get(_tool_name(tool) or "")
+    if override is None:
+        return tool
+    function = dict(tool.get("function") or {})
+    if override.description is not None:
+        function["description"] = override.description
+    if override.parameters is not None:
+        function["parameters"] = override.parameters
+    return {**tool, "function": function}
+
+
+def _rename(arguments: str, mapping: dict[str, str]) -> str:
+    """Rename top-level keys of JSON-object arguments; anything else passes unchanged."""
+    try:
+        parsed = json.loads(arguments)
+    except (json.JSONDecodeError, TypeError):
+        return arguments
+    if not isinstance(parsed, dict):
+        return arguments
+    return json.dumps({mapping.get(key, key): value for key, value in parsed.items()})
+
+
+def _to_model_names(message: dict, maps: dict[str, dict[str, str]]) -> dict:
+    """Earlier assistant tool calls in the history, renamed to what the model now sees."""
+    calls = message.get("tool_calls")
+    if not calls or not maps:
+        return message
+    message = dict(message)
+    message["tool_calls"] = [_map_call(call, maps, to_agent=False) for call in calls]
+    return message
+
+
+def _map_call(call: dict, maps: dict[str, dict[str, str]], *, to_agent: bool) -> dict:
+    function = call.get("function") or {}
+    mapping = maps.get(function.get("name") or "")
+    if not mapping:
+        return call
+    if not to_agent:
+        mapping = {agent: model for model, agent in mapping.items()}
+    renamed = _rename(function.get("arguments", ""), mapping)
+    return {**call, "function": {**function, "arguments": renamed}}
+
+
+def _cap_tokens(body: dict, cap: int | None) -> None:
+    if cap is None:
+        return
+    for key in ("max_tokens", "max_completion_tokens"):
+        if key in body and body[key] is not None:
+            body[key] = min(int(body[key]), cap)
+            return
+    body["max_tokens"] = cap
+
+
+def restore_response(response: dict, overlaid: Overlaid) -> dict:
+    """Map a chat.completion back to the agent's view: its tool argument names, no blocked tools."""
+    if not overlaid.argument_maps and not overlaid.blocked_tools:
+        return response
+    response = copy.deepcopy(response)
+    for choice in response.get("choices") or []:
+        message = choice.get("message") or {}
+        calls = message.get("tool_calls")
+        if not calls:
+            continue
+        kept = [
+            _map_call(call, overlaid.argument_maps, to_agent=True)
+            for call in calls
+            if (call.get("function") or {}).get("name") not in overlaid.blocked_tools
+        ]
+        message["tool_calls"] = kept or None
+        if not kept:
+            message.pop("tool_calls")
+            if choice.get("finish_reason") == "tool_calls":
+                choice["finish_reason"] = "stop"
+    return response

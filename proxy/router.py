@@ -1,0 +1,109 @@
+"""Which version serves a request: sticky per session, canary by a stable hash.
+
+A new session is placed once: its hash bucket in [0, 1) against the canary weight at that
+moment decides canary or stable, and a second, independent hash picks its upstream
+replica. The choice is stored (registry `session_route`), so the session keeps both for its
+life on every gateway replica, whatever happens to the weights later.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from atdp import utcnow
+from proxy.catalog import Catalog
+from registry import AgentVersion, Alias, AliasState, SessionRoute, is_unreachable, route_session
+
+__all__ = ["Route", "Router", "session_bucket"]
+
+
+def session_bucket(agent: str, session_id: str, salt: str = "version") -> float:
+    """A uniform, stable number in [0, 1) for a session (same input, same bucket, anywhere)."""
+    digest = hashlib.sha256(f"{salt}\x1f{agent}\x1f{session_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+@dataclass(frozen=True)
+class Route:
+    version: AgentVersion
+    alias: Alias
+    replica: int
+    shadow: AgentVersion | None
+
+    @property
+    def base_url(self) -> str | None:
+        urls = [
+            u for u in [self.version.spec.model.base_url, *self.version.spec.model.replicas] if u
+        ]
+        return urls[self.replica % len(urls)] if urls else None
+
+
+def propose(aliases: AliasState, agent: str, session_id: str) -> tuple[str, Alias]:
+    if aliases.canary and session_bucket(agent, session_id) < aliases.canary_weight:
+        return aliases.canary, Alias.CANARY
+    if aliases.stable is None:
+        raise LookupError(f"agent {agent} has no stable version")
+    return aliases.stable, Alias.STABLE
+
+
+class Router:
+    """Resolves (tenant, agent, session) to a Route, remembering recent sessions."""
+
+    def __init__(self, catalog: Catalog, *, max_sessions: int = 100_000) -> None:
+        self.catalog = catalog
+        self._routes: OrderedDict[tuple[str, str, str], SessionRoute] = OrderedDict()
+        self._max_sessions = max_sessions
+        self._unrecorded: list[SessionRoute] = []
+
+    async def _record_pending(self) -> None:
+        while self._unrecorded:
+            proposal = self._unrecorded[0]
+            recorded = await self.catalog.run(route_session, proposal)
+            self._routes[(proposal.agent, proposal.tenant, proposal.session)] = recorded
+            self._unrecorded.pop(0)
+
+    async def route(self, tenant: str, agent: str, session_id: str) -> Route:
+        known = await self._session_route(tenant, agent, session_id)
+        aliases = await self.catalog.aliases(agent)
+        version = await self.catalog.version(known.version_id)
+        shadow = await self.catalog.version(aliases.shadow) if aliases.shadow else None
+        return Route(
+            version=version, alias=Alias(known.alias), replica=known.replica, shadow=shadow
+        )
+
+    async def _session_route(self, tenant: str, agent: str, session_id: str) -> SessionRoute:
+        key = (agent, tenant, session_id)
+        cached = self._routes.get(key)
+        if cached is not None:
+            self._routes.move_to_end(key)
+            return cached
+        aliases = await self.catalog.aliases(agent)
+        version_id, alias = propose(aliases, agent, session_id)
+        version = await self.catalog.version(version_id)
+        replicas = 1 + len(version.spec.model.replicas)
+        proposal = SessionRoute(
+            agent=agent,
+            session=session_id,
+            tenant=tenant,
+            version_id=version_id,
+            alias=alias.value,
+            replica=int(session_bucket(agent, session_id, "replica") * replicas),
+            created_at=utcnow(),
+        )
+        try:
+            route = await self.catalog.run(route_session, proposal)
+        except Exception as error:
+            if not is_unreachable(error):
+                raise
+            # Registry down: keep the choice in memory so the session stays put here; it is
+            # recorded when this gateway next places a session with the registry up.
+            route = proposal
+            self._unrecorded.append(proposal)
+        else:
+            await self._record_pending()
+        self._routes[key] = route
+        if len(self._routes) > self._max_sessions:
+            self._routes.popitem(last=False)
+        return route

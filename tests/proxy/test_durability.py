@@ -1,0 +1,165 @@
+"""Capture durability on the real PostgreSQL: an outage loses nothing, a kill -9 loses nothing."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+import sqlalchemy as sa
+
+from proxy.config import GatewayConfig
+from registry import create_db_engine, upgrade
+from tests.conftest import free_port, postgres_schema_url
+from tests.support.gateway import GatewayServer, seed_gateway_world
+from tests.support.tcp_proxy import TcpProxy
+
+pytestmark = pytest.mark.slow
+
+
+def via_proxy(url: str, port: int) -> str:
+    return sa.make_url(url).set(host="127.0.0.1", port=port).render_as_string(hide_password=False)
+
+
+def event_ids(engine, ids: list[str]) -> list[str]:
+    with engine.connect() as connection:
+        rows = connection.execute(sa.text("SELECT id FROM event WHERE kind = 'llm_call'")).scalars()
+        stored = [str(row) for row in rows]
+    return [i for i in stored if i in set(ids)]
+
+
+def ask(base_url: str, key: str, text: str, session: str) -> str:
+    sdk = openai.OpenAI(base_url=base_url, api_key=key, max_retries=0, timeout=20)
+    raw = sdk.chat.completions.with_raw_response.create(
+        model="support-bot",
+        messages=[{"role": "user", "content": text}],
+        extra_headers={"X-Session-Id": session},
+    )
+    return raw.headers["x-evoplane-event-id"]
+
+
+def test_gateway_serves_through_a_postgres_outage_and_catches_up_exactly_once(
+    postgres_schema, upstream, tmp_path
+) -> None:
+    url = postgres_schema_url(postgres_schema)
+    engine = create_db_engine(url)
+    upgrade(engine)
+    keys = seed_gateway_world(engine, upstream.base_url)
+    proxy = TcpProxy(("127.0.0.1", 5432))
+    config = GatewayConfig(
+        database_url=via_proxy(url, proxy.port), spool_dir=tmp_path / "spool", catalog_ttl=0.2
+    )
+    try:
+        with GatewayServer(config) as server:
+            acked = [
+                ask(server.base_url, keys["acme"], f"before {i}", f"s-{i % 3}") for i in range(6)
+            ]
+            server.flush()
+            proxy.cut()
+            time.sleep(0.5)  # let cached aliases and keys go stale: they are served anyway
+            acked += [
+                ask(server.base_url, keys["acme"], f"during {i}", f"s-{i % 4}") for i in range(12)
+            ]
+            health = httpx.get(server.base_url.removesuffix("/v1") + "/healthz").json()
+            assert health["capture"]["pending"] > 0 and health["capture"]["last_error"]
+            assert len(event_ids(engine, acked)) == 6
+            proxy.restore()
+            server.flush()
+            stored = event_ids(engine, acked)
+            assert sorted(stored) == sorted(acked)  # every one, and each once
+    finally:
+        proxy.close()
+        engine.dispose()
+
+
+def test_kill_9_under_load_then_restart_loses_and_duplicates_nothing(
+    postgres_schema, upstream, tmp_path
+) -> None:
+    url = postgres_schema_url(postgres_schema)
+    engine = create_db_engine(url)
+    upgrade(engine)
+    keys = seed_gateway_world(engine, upstream.base_url)
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("EVOPLANE_")},
+        "EVOPLANE_DATABASE_URL": url,
+        "EVOPLANE_DATA_DIR": str(tmp_path / "data"),
+        "EVOPLANE_GATEWAY_PORT": str(port),
+    }
+    evoplane = str(Path(sys.executable).parent / "evoplane")
+    base_url = f"http://127.0.0.1:{port}/v1"
+
+    def start() -> subprocess.Popen:
+        process = subprocess.Popen(
+            [evoplane, "gateway"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    return process
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        process.kill()
+        raise AssertionError(process.stderr.read().decode())
+
+    gateway = start()
+    acked: list[str] = []
+    stop_at = time.monotonic() + 2.0
+
+    def client_loop(worker: int) -> list[str]:
+        mine = []
+        for i in range(10_000):
+            if time.monotonic() > stop_at + 5:
+                break
+            try:
+                mine.append(
+                    ask(base_url, keys["acme"], f"load {worker}-{i}", f"w{worker}-{i // 5}")
+                )
+            except (openai.APIConnectionError, openai.APIStatusError):
+                break  # the gateway is gone
+        return mine
+
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        futures = [pool.submit(client_loop, w) for w in range(8)]
+        time.sleep(2.0)
+        os.kill(gateway.pid, signal.SIGKILL)
+        gateway.wait()
+        for future in futures:
+            acked += future.result()
+    assert len(acked) > 20, "too little load before the kill to prove anything"
+
+    gateway = start()  # replays the spool left behind
+    try:
+        deadline = time.monotonic() + 60
+        while len(event_ids(engine, acked)) < len(acked) and time.monotonic() < deadline:
+            time.sleep(0.3)
+        stored = event_ids(engine, acked)
+        assert sorted(stored) == sorted(acked)
+        with engine.connect() as connection:
+            total = connection.execute(
+                sa.text("SELECT count(*), count(DISTINCT id) FROM event")
+            ).one()
+            assert total[0] == total[1]
+            same_place = "SELECT trajectory_id, seq FROM event GROUP BY 1, 2 HAVING count(*) > 1"
+            dupes = connection.execute(sa.text(f"SELECT count(*) FROM ({same_place}) d")).scalar()
+            assert dupes == 0
+    finally:
+        gateway.send_signal(signal.SIGTERM)
+        try:
+            gateway.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            gateway.kill()
+            raise AssertionError(
+                f"gateway ignored SIGTERM: {gateway.stderr.read().decode()[-3000:]}"
+            ) from None
+        engine.dispose()
+    assert uuid.UUID(acked[0])

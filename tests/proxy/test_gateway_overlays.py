@@ -1,0 +1,224 @@
+"""Overlays reach the upstream as specified, and renamed tool arguments come back renamed."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+
+from atdp import (
+    Guardrails,
+    Harness,
+    MemorySnapshot,
+    ModelRef,
+    ToolOverride,
+    ToolSchemaOverlay,
+    VersionSpec,
+)
+from proxy.overlays import MEMORY_BLOCK_START
+from registry import Alias, MemoryKind, add_memory_item, register_version, set_alias, transaction
+from tests.proxy.test_gateway_sdk import LOOKUP, client
+
+
+def promote(engine, spec: VersionSpec) -> str:
+    with transaction(engine) as session:
+        version = register_version(
+            session, "support-bot", spec, parent_id="support-bot@v1", author="t", reason="t"
+        )
+        set_alias(session, "support-bot", Alias.STABLE, version.id, actor="test")
+    return version.id
+
+
+def test_harness_memory_and_tool_schema_reach_the_upstream(live, upstream) -> None:
+    server, engine, keys = live
+    with transaction(engine) as session:
+        fact = add_memory_item(
+            session,
+            "support-bot",
+            "acme",
+            MemoryKind.FACT,
+            "Parcels to Berlin ship from the Leipzig hub on Tuesdays.",
+        )
+        hidden = add_memory_item(
+            session,
+            "support-bot",
+            "globex",
+            MemoryKind.FACT,
+            "Globex parcels to Berlin are confidential.",
+        )
+    spec = VersionSpec(
+        model=ModelRef(engine="openai", base_url=upstream.base_url, model="scripted-model"),
+        harness=Harness(instructions="Answer in one sentence.", template="Policy: {instructions}"),
+        memory=MemorySnapshot(item_ids=[str(fact.id), str(hidden.id)], top_k=2),
+        tools=ToolSchemaOverlay(
+            tools={
+                "lookup_order": ToolOverride(
+                    description="Look up an order by its id, formatted like A-17.",
+                    parameters={
+                        "type": "object",
+                        "properties": {"id": {"type": "string", "pattern": "^[A-Z]-[0-9]+$"}},
+                        "required": ["id"],
+                    },
+                    argument_map={"id": "order_id"},
+                )
+            }
+        ),
+        guardrails=Guardrails(max_tokens=64),
+    )
+    version = promote(engine, spec)
+    server.gateway.catalog.forget()
+    completion = client(server, keys["acme"]).chat.completions.create(
+        model="support-bot",
+        tools=[LOOKUP],
+        max_tokens=500,
+        messages=[
+            {"role": "user", "content": 'Berlin parcel? call lookup_order with {"id": "A-17"}'}
+        ],
+        extra_headers={"X-Session-Id": "overlay-1"},
+    )
+    sent = upstream.requests[-1]
+    system = [m["content"] for m in sent["messages"] if m["role"] == "system"]
+    assert system[0] == "Policy: Answer in one sentence."
+    assert MEMORY_BLOCK_START in system[1] and "Leipzig hub" in system[1]
+    assert "confidential" not in json.dumps(sent)  # globex's memory never reaches acme
+    tool = sent["tools"][0]["function"]
+    assert tool["description"].startswith("Look up an order by its id")
+    assert list(tool["parameters"]["properties"]) == ["id"]
+    assert sent["max_tokens"] == 64
+    # The model called the tool with its own argument name; the agent gets its name back.
+    call = completion.choices[0].message.tool_calls[0]
+    assert json.loads(call.function.arguments) == {"order_id": "A-17"}
+    assert version == "support-bot@v2"
+
+
+def test_history_is_renamed_for_the_model_and_blocked_tools_are_removed(live, upstream) -> None:
+    server, engine, keys = live
+    promote(
+        engine,
+        VersionSpec(
+            model=ModelRef(engine="openai", base_url=upstream.base_url),
+            tools=ToolSchemaOverlay(
+                tools={"lookup_order": ToolOverride(argument_map={"id": "order_id"})}
+            ),
+            guardrails=Guardrails(blocked_tools=["refund"]),
+        ),
+    )
+    server.gateway.catalog.forget()
+    refund = {"type": "function", "function": {"name": "refund", "parameters": {"type": "object"}}}
+    history = [
+        {"role": "user", "content": "where is A-17"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "lookup_order", "arguments": '{"order_id": "A-17"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "shipped"},
+        {"role": "user", "content": "call refund with {}"},
+    ]
+    completion = client(server, keys["acme"]).chat.completions.create(
+        model="support-bot", messages=history, tools=[LOOKUP, refund]
+    )
+    sent = upstream.requests[-1]
+    assert [t["function"]["name"] for t in sent["tools"]] == ["lookup_order"]
+    assert json.loads(sent["messages"][1]["tool_calls"][0]["function"]["arguments"]) == {
+        "id": "A-17"
+    }
+    assert completion.choices[0].message.tool_calls is None
+
+
+def test_streamed_tool_calls_come_back_renamed(live, upstream) -> None:
+    server, engine, keys = live
+    promote(
+        engine,
+        VersionSpec(
+            model=ModelRef(engine="openai", base_url=upstream.base_url),
+            tools=ToolSchemaOverlay(
+                tools={"lookup_order": ToolOverride(argument_map={"id": "order_id"})}
+            ),
+        ),
+    )
+    server.gateway.catalog.forget()
+    stream = client(server, keys["acme"]).chat.completions.create(
+        model="support-bot",
+        tools=[LOOKUP],
+        stream=True,
+        messages=[{"role": "user", "content": 'call lookup_order with {"id": "B-9"}'}],
+    )
+    arguments = "".join(
+        call.function.arguments or ""
+        for chunk in stream
+        for choice in chunk.choices
+        for call in (choice.delta.tool_calls or [])
+    )
+    assert json.loads(arguments) == {"order_id": "B-9"}
+
+
+def test_bad_requests_are_refused_and_nothing_is_written(live, upstream) -> None:
+    import httpx
+
+    server, engine, keys = live
+    headers = {"Authorization": f"Bearer {keys['acme']}", "Content-Type": "application/json"}
+    url = f"{server.base_url}/chat/completions"
+    cases = [
+        (b"{not json", 400, "invalid_json"),
+        (json.dumps({"model": "support-bot", "messages": "hi"}).encode(), 400, "invalid_value"),
+        (
+            json.dumps(
+                {"model": "support-bot", "messages": [{"role": "wizard", "content": "x"}]}
+            ).encode(),
+            400,
+            "invalid_value",
+        ),
+        (
+            json.dumps(
+                {
+                    "model": "support-bot",
+                    "messages": [{"role": "user", "content": "x"}],
+                    "tools": [
+                        {"type": "function", "function": {"name": "f", "parameters": {"type": 5}}}
+                    ],
+                }
+            ).encode(),
+            400,
+            "invalid_value",
+        ),
+        (
+            json.dumps(
+                {"model": "support-bot", "messages": [{"role": "user", "content": "x" * 70_000}]}
+            ).encode(),
+            413,
+            "body_too_large",
+        ),
+    ]
+    for body, status, code in cases:
+        response = httpx.post(url, content=body, headers=headers, timeout=10)
+        assert response.status_code == status, response.text
+        error = response.json()["error"]
+        assert error["code"] == code and error["message"] and "type" in error
+    assert upstream.requests == []
+    server.flush()
+    with engine.connect() as connection:
+        from sqlalchemy import text
+
+        assert connection.execute(text("SELECT count(*) FROM event")).scalar() == 0
+        assert connection.execute(text("SELECT count(*) FROM trajectory")).scalar() == 0
+
+
+def test_a_bad_training_header_is_a_clear_400(live) -> None:
+    server, _, keys = live
+    try:
+        client(server, keys["acme"]).chat.completions.create(
+            model="support-bot",
+            messages=[{"role": "user", "content": "x"}],
+            extra_headers={"X-Evoplane-Training": "maybe"},
+        )
+    except openai.BadRequestError as error:
+        assert error.body["param"] == "X-Evoplane-Training"
+    else:
+        raise AssertionError("expected a 400")

@@ -1,0 +1,208 @@
+"""The real `openai` SDK against the gateway in front of a real upstream on loopback."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import openai
+import pytest
+
+from atdp import EventKind, MessageAction, ToolCallAction
+from registry import get_events, list_trajectories, transaction
+
+LOOKUP = {
+    "type": "function",
+    "function": {
+        "name": "lookup_order",
+        "description": "Look up an order",
+        "parameters": {
+            "type": "object",
+            "properties": {"order_id": {"type": "string"}},
+            "required": ["order_id"],
+        },
+    },
+}
+
+
+def client(server, key: str, **kwargs) -> openai.OpenAI:
+    return openai.OpenAI(base_url=server.base_url, api_key=key, max_retries=0, **kwargs)
+
+
+def stored(server, engine, tenant: str, session: str, version: str | None = None):
+    """The one trajectory of `session` (of `version` when shadows share it) and its events."""
+    server.flush()
+    with transaction(engine) as s:
+        trajectories = [
+            t
+            for t in list_trajectories(s, tenant, session_id=session)
+            if version is None or t.versions.agent_version_id == version
+        ]
+        assert len(trajectories) == 1, trajectories
+        return trajectories[0], get_events(s, tenant, trajectories[0].id)
+
+
+def test_plain_completion_applies_the_harness_and_is_captured(live, upstream) -> None:
+    server, engine, keys = live
+    raw = client(server, keys["acme"]).chat.completions.with_raw_response.create(
+        model="support-bot",
+        messages=[{"role": "user", "content": "Where is my parcel?"}],
+        extra_headers={"X-Session-Id": "plain-1"},
+    )
+    completion = raw.parse()
+    assert completion.choices[0].message.content.startswith("echo: Where is my parcel?")
+    assert "You are Acme's support agent." in completion.choices[0].message.content
+    assert upstream.requests[-1]["model"] == "scripted-model"
+    assert raw.headers["x-evoplane-session-id"] == "plain-1"
+    assert raw.headers["x-evoplane-version"] == "support-bot@v1"
+
+    trajectory, events = stored(server, engine, "acme", "plain-1")
+    assert str(trajectory.id) == raw.headers["x-evoplane-trajectory-id"]
+    assert [e.kind for e in events] == [EventKind.USER_MESSAGE, EventKind.LLM_CALL]
+    llm = events[1]
+    assert str(llm.id) == raw.headers["x-evoplane-event-id"]
+    assert llm.parent_id == events[0].id
+    assert llm.observation.messages[0].content.startswith("You are Acme's support agent.")
+    assert llm.action.content == completion.choices[0].message.content
+    assert llm.metadata.agent_version_id == "support-bot@v1" and llm.metadata.latency_ms > 0
+    assert llm.replay.replay_class == "deterministic"
+
+
+async def test_async_streaming_reassembles_and_is_captured(live) -> None:
+    server, engine, keys = live
+    async_client = openai.AsyncOpenAI(base_url=server.base_url, api_key=keys["acme"], max_retries=0)
+    stream = await async_client.chat.completions.create(
+        model="support-bot",
+        messages=[{"role": "user", "content": "Tell me a long story about refunds"}],
+        stream=True,
+        extra_headers={"X-Session-Id": "stream-1"},
+    )
+    text = "".join(
+        [chunk.choices[0].delta.content or "" async for chunk in stream if chunk.choices]
+    )
+    await async_client.close()
+    assert text.startswith("echo: Tell me a long story about refunds")
+    _, events = stored(server, engine, "acme", "stream-1")
+    assert events[-1].kind is EventKind.LLM_CALL and events[-1].action.content == text
+
+
+def test_multi_turn_tool_calls_are_linked_to_their_call(live) -> None:
+    server, engine, keys = live
+    sdk = client(server, keys["acme"])
+    messages = [{"role": "user", "content": 'call lookup_order with {"order_id": "A-17"}'}]
+    first = sdk.chat.completions.create(
+        model="support-bot",
+        messages=messages,
+        tools=[LOOKUP],
+        extra_headers={"X-Session-Id": "tools-1"},
+    )
+    call = first.choices[0].message.tool_calls[0]
+    assert (call.function.name, json.loads(call.function.arguments)) == (
+        "lookup_order",
+        {"order_id": "A-17"},
+    )
+    messages += [
+        first.choices[0].message.model_dump(exclude_none=True),
+        {
+            "role": "tool",
+            "tool_call_id": call.id,
+            "content": json.dumps({"error": "order not found"}),
+        },
+    ]
+    second = sdk.chat.completions.create(
+        model="support-bot",
+        messages=messages,
+        tools=[LOOKUP],
+        extra_headers={"X-Session-Id": "tools-1"},
+    )
+    assert second.choices[0].finish_reason  # the scripted model answers from the last user turn
+
+    _, events = stored(server, engine, "acme", "tools-1")
+    kinds = [e.kind for e in events]
+    assert kinds == [
+        EventKind.USER_MESSAGE,
+        EventKind.LLM_CALL,
+        EventKind.TOOL_CALL,
+        EventKind.LLM_CALL,
+    ]
+    first_llm, tool, second_llm = events[1], events[2], events[3]
+    assert (
+        isinstance(first_llm.action, MessageAction) and first_llm.action.tool_calls[0].id == call.id
+    )
+    assert isinstance(tool.action, ToolCallAction) and tool.action.call.name == "lookup_order"
+    assert tool.parent_id == first_llm.id
+    assert tool.outcome.tool_return == {"error": "order not found"} and tool.outcome.error_class
+    assert second_llm.replay.replay_class == "approximate"
+    assert [e.seq for e in events] == [0, 1, 2, 3]
+
+
+def test_token_ids_and_logprobs_are_captured(live) -> None:
+    server, engine, keys = live
+    completion = client(server, keys["acme"]).chat.completions.create(
+        model="support-bot",
+        messages=[{"role": "user", "content": "hello there"}],
+        logprobs=True,
+        top_logprobs=2,
+        extra_headers={"X-Session-Id": "lp-1"},
+    )
+    assert completion.choices[0].logprobs.content
+    _, events = stored(server, engine, "acme", "lp-1")
+    action = events[-1].action
+    assert action.token_ids and len(action.token_ids) == len(action.logprobs)
+    assert action.logprobs == [e.logprob for e in completion.choices[0].logprobs.content]
+
+
+def test_models_lists_what_the_key_may_use(live) -> None:
+    server, _, keys = live
+    assert [m.id for m in client(server, keys["acme"]).models.list()] == ["support-bot"]
+    assert [m.id for m in client(server, keys["acme-limited"]).models.list()] == []
+
+
+@pytest.mark.parametrize(
+    ("key", "agent", "error", "status"),
+    [
+        ("nope", "support-bot", openai.AuthenticationError, 401),
+        ("acme", "ghost-bot", openai.NotFoundError, 404),
+        ("acme", "internal-bot", openai.PermissionDeniedError, 403),
+        ("acme-limited", "support-bot", openai.PermissionDeniedError, 403),
+    ],
+)
+def test_identity_errors_in_openai_shape(live, key, agent, error, status) -> None:
+    server, _, keys = live
+    with pytest.raises(error) as caught:
+        client(server, keys.get(key, key)).chat.completions.create(
+            model=agent, messages=[{"role": "user", "content": "hi"}]
+        )
+    assert caught.value.status_code == status
+    assert set(caught.value.body) >= {"message", "type", "code"}
+
+
+def test_upstream_failures_map_to_502_and_504(live, upstream) -> None:
+    server, _, keys = live
+    sdk = client(server, keys["acme"])
+    upstream.fail_next(500)
+    with pytest.raises(openai.InternalServerError) as failed:
+        sdk.chat.completions.create(
+            model="support-bot", messages=[{"role": "user", "content": "hi"}]
+        )
+    assert failed.value.status_code == 502
+    upstream.hang_next(10)
+    with pytest.raises(openai.APIStatusError) as slow:
+        sdk.chat.completions.create(
+            model="support-bot", messages=[{"role": "user", "content": "hi"}]
+        )
+    assert slow.value.status_code == 504 and slow.value.body["type"] == "timeout_error"
+
+
+def test_sessions_come_from_user_or_metadata_or_are_made(live) -> None:
+    server, engine, keys = live
+    sdk = client(server, keys["acme"])
+    by_user = sdk.chat.completions.with_raw_response.create(
+        model="support-bot", messages=[{"role": "user", "content": "a"}], user="user-42"
+    )
+    made = sdk.chat.completions.with_raw_response.create(
+        model="support-bot", messages=[{"role": "user", "content": "b"}]
+    )
+    assert by_user.headers["x-evoplane-session-id"] == "user-42"
+    assert made.headers["x-evoplane-session-id"].startswith("s-")
+    uuid.UUID(made.headers["x-evoplane-trajectory-id"])

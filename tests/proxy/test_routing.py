@@ -1,0 +1,127 @@
+"""Canary split by a stable session hash, sticky sessions, and a shadow that can never hurt."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from atdp import ModelRef, VersionSpec
+from proxy.catalog import Catalog
+from proxy.router import Router, session_bucket
+from registry import Alias, register_version, set_alias, transaction
+from tests.proxy.test_gateway_sdk import client, stored
+from tests.support.upstream import ScriptedUpstream
+
+
+def add_version(engine, base_url: str, model: str) -> str:
+    spec = VersionSpec(model=ModelRef(engine="openai", base_url=base_url, model=model))
+    with transaction(engine) as session:
+        return register_version(
+            session, "support-bot", spec, parent_id="support-bot@v1", author="t", reason="t"
+        ).id
+
+
+async def _routes(engine, sessions: list[str], tenant: str = "acme") -> dict[str, str]:
+    router = Router(Catalog(engine, ttl=60.0))  # each call is a fresh gateway
+    return {s: (await router.route(tenant, "support-bot", s)).version.id for s in sessions}
+
+
+def test_canary_share_is_within_tolerance_and_sessions_never_move(world, upstream) -> None:
+    engine, _ = world
+    canary = add_version(engine, upstream.base_url, "candidate")
+    with transaction(engine) as session:
+        set_alias(session, "support-bot", Alias.CANARY, canary, weight=0.25, actor="test")
+    sessions = [f"session-{i}" for i in range(2000)]
+    first = asyncio.run(_routes(engine, sessions))
+    share = sum(v == canary for v in first.values()) / len(sessions)
+    sigma = math.sqrt(0.25 * 0.75 / len(sessions))
+    assert abs(share - 0.25) < 4 * sigma, share
+    # Move the weights: known sessions keep their version (a fresh router reads the registry).
+    with transaction(engine) as session:
+        set_alias(session, "support-bot", Alias.CANARY, canary, weight=0.9, actor="test")
+    again = asyncio.run(_routes(engine, sessions[:300]))
+    assert again == {s: first[s] for s in sessions[:300]}
+    # New sessions see the new weight.
+    fresh = asyncio.run(_routes(engine, [f"new-{i}" for i in range(300)]))
+    assert sum(v == canary for v in fresh.values()) > 200
+
+
+def test_the_same_session_id_of_two_tenants_is_routed_independently(world, upstream) -> None:
+    engine, _ = world
+    canary = add_version(engine, upstream.base_url, "candidate")
+    with transaction(engine) as session:
+        set_alias(session, "support-bot", Alias.CANARY, canary, weight=1.0, actor="test")
+    acme = asyncio.run(_routes(engine, ["shared-id"], "acme"))
+    with transaction(engine) as session:
+        set_alias(session, "support-bot", Alias.CANARY, None, actor="test")
+    globex = asyncio.run(_routes(engine, ["shared-id"], "globex"))
+    assert (acme["shared-id"], globex["shared-id"]) == (canary, "support-bot@v1")
+
+
+@given(st.text(min_size=1, max_size=50), st.text(min_size=1, max_size=50))
+def test_session_buckets_are_stable_and_in_range(agent, session) -> None:
+    bucket = session_bucket(agent, session)
+    assert 0.0 <= bucket < 1.0 and bucket == session_bucket(agent, session)
+    assert session_bucket(agent, session, "replica") != bucket or agent == session
+
+
+def test_a_hanging_or_failing_shadow_changes_nothing_for_the_user(live, upstream) -> None:
+    server, engine, keys = live
+    with ScriptedUpstream() as shadow_upstream:
+        shadow = add_version(engine, shadow_upstream.base_url, "shadow-model")
+        with transaction(engine) as session:
+            set_alias(session, "support-bot", Alias.SHADOW, shadow, actor="test")
+        server.gateway.catalog.forget()
+        sdk = client(server, keys["acme"])
+        shadow_upstream.hang_next(5.0)
+        started = time.monotonic()
+        reply = sdk.chat.completions.create(
+            model="support-bot",
+            messages=[{"role": "user", "content": "hello"}],
+            extra_headers={"X-Session-Id": "shadowed"},
+        )
+        elapsed = time.monotonic() - started
+        # The shadow upstream holds its copy for 5 s: an answer sooner did not wait for it.
+        assert elapsed < 5.0
+        deadline = time.monotonic() + 5
+        while not shadow_upstream.requests and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(shadow_upstream.requests) == 1
+        assert reply.choices[0].message.content.startswith("echo: hello")
+        shadow_upstream.fail_next(500)
+        second = sdk.chat.completions.create(
+            model="support-bot",
+            messages=[{"role": "user", "content": "again"}],
+            extra_headers={"X-Session-Id": "shadowed-2"},
+        )
+        assert second.choices[0].message.content.startswith("echo: again")
+        third = sdk.chat.completions.create(
+            model="support-bot",
+            messages=[{"role": "user", "content": "ok"}],
+            extra_headers={"X-Session-Id": "shadowed-3"},
+        )
+        deadline = time.monotonic() + 10
+        while len(shadow_upstream.requests) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+    assert third.choices[0].message.content.startswith("echo: ok")
+    assert server.gateway.shadow_failures >= 1
+    _, events = stored(server, engine, "acme", "shadowed-3", version="support-bot@v1")
+    assert [e.metadata.traffic for e in events] == ["user", "user"]
+    server.flush()
+    from registry import ALL_TENANTS, get_events, list_trajectories
+
+    with transaction(engine) as s:
+        shadow_runs = [
+            t
+            for t in list_trajectories(s, ALL_TENANTS, session_id="shadowed-3")
+            if t.versions.agent_version_id == shadow
+        ]
+        assert len(shadow_runs) == 1
+        shadow_events = get_events(s, "acme", shadow_runs[0].id)
+    assert {e.metadata.traffic for e in shadow_events} == {"shadow"}
+    assert shadow_events[-1].metadata.agent_version_id == shadow
