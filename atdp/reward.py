@@ -28,9 +28,13 @@ class RewardSource(StrEnum):
     HUMAN_REVIEW = "human_review"  # a reviewer, after the fact
 
 
+# Rewards are scores, not measurements: a bound keeps every weighted mean finite.
+RewardNumber = Annotated[float, Field(ge=-1e12, le=1e12)]
+
+
 class ScalarValue(ATDPModel):
     kind: Literal["scalar"] = "scalar"
-    value: float
+    value: RewardNumber
 
 
 class BinaryValue(ATDPModel):
@@ -41,7 +45,7 @@ class BinaryValue(ATDPModel):
 class CategoricalValue(ATDPModel):
     kind: Literal["categorical"] = "categorical"
     value: Name
-    score: float | None = Field(
+    score: RewardNumber | None = Field(
         default=None, description="Numeric meaning of the category, if it has one."
     )
 

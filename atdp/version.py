@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import cached_property
 
 from pydantic import Field, NonNegativeInt, PositiveInt
 
@@ -93,12 +94,18 @@ class VersionSpec(ATDPModel):
 
     def content_hash(self) -> str:
         """SHA-256 of the canonical JSON of the spec (sorted keys, no whitespace)."""
-        return _canonical_hash(self.model_dump(mode="json"))
+        return self._hashes[0]
 
     def part_hashes(self) -> dict[str, str]:
         """A fingerprint per part, recorded in event metadata as the versions in force."""
+        return dict(self._hashes[1])
+
+    @cached_property
+    def _hashes(self) -> tuple[str, dict[str, str]]:
+        # The spec is frozen, and the gateway asks for these on every request.
         dumped = self.model_dump(mode="json")
-        return {part: _canonical_hash(value)[:16] for part, value in dumped.items()}
+        parts = {part: _canonical_hash(value)[:16] for part, value in dumped.items()}
+        return _canonical_hash(dumped), parts
 
 
 def _canonical_hash(value: object) -> str:

@@ -19,8 +19,11 @@ from atdp import Event, Governance, Traffic, new_id, utcnow
 from proxy.capture import CaptureRecord, CaptureWriter, Spool
 from proxy.capture.events import (
     Exchange,
+    PendingExchange,
     SessionBook,
-    exchange_events,
+    SessionState,
+    begin_exchange,
+    finish_exchange,
     new_trajectory,
 )
 from proxy.catalog import Catalog
@@ -44,6 +47,16 @@ from registry import (
 __all__ = ["Gateway", "Served"]
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class Capture:
+    """An exchange between the two phases of its capture."""
+
+    state: SessionState
+    pending: PendingExchange
+    redactor: Redactor
+    regenerated: uuid.UUID | None
 
 
 @dataclass
@@ -103,6 +116,7 @@ class Gateway:
         await asyncio.to_thread(self.writer.start)
 
     async def close(self) -> None:
+        await self.router.drain()
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
@@ -222,23 +236,31 @@ class Gateway:
         *,
         training_opt_out: bool,
     ) -> tuple[dict[str, Any], Served]:
-        """A non-streaming completion, captured."""
+        """A non-streaming completion, captured.
+
+        Capture is split around the upstream call: what the request alone determines is built
+        and redacted while the upstream works, so only the answer's part adds latency.
+        """
         route, overlaid = await self.prepare(identity.tenant, agent, session, body)
         engine = self.engine_for(route.version, route.base_url)
         started = time.perf_counter()
-        response = await self.complete(engine, overlaid)
-        latency_ms = (time.perf_counter() - started) * 1000
-        served = await self.capture(
-            identity.tenant,
-            agent,
-            session,
-            body,
-            overlaid,
-            route.version,
-            response,
-            latency_ms,
-            training_opt_out=training_opt_out,
-        )
+        upstream = asyncio.ensure_future(self.complete(engine, overlaid))
+        await asyncio.sleep(0)  # the request goes out before the capture work below
+        try:
+            capture = await self.begin_capture(
+                identity.tenant,
+                agent,
+                session,
+                body,
+                overlaid,
+                route.version,
+                training_opt_out=training_opt_out,
+            )
+        except BaseException:
+            upstream.cancel()
+            raise
+        response = await upstream
+        served = self.finish_capture(capture, response, (time.perf_counter() - started) * 1000)
         if route.shadow is not None:
             self.spawn(
                 self.shadow(identity.tenant, agent, session, body, route.shadow, training_opt_out)
@@ -256,6 +278,69 @@ class Gateway:
             redactor = self._redactors[tenant] = Redactor(policy.redaction_patterns)
         return redactor
 
+    async def begin_capture(
+        self,
+        tenant: str,
+        agent: str,
+        session: str,
+        request: dict,
+        overlaid: Overlaid,
+        version: AgentVersion,
+        *,
+        training_opt_out: bool,
+        traffic: Traffic = Traffic.USER,
+    ) -> Capture:
+        """Phase one: the request's events, governed and redacted."""
+        book = self.sessions if traffic is Traffic.USER else self.shadow_sessions
+        state = book.get(tenant, agent, session)
+        if state is None or state.trajectory.versions.agent_version_id != version.id:
+            state = book.start(new_trajectory(tenant, agent, session, version))
+        # Only real users' data may train: shadow and evaluation traffic never does.
+        opt_out = training_opt_out or traffic is not Traffic.USER
+        exchange = Exchange(
+            tenant=tenant,
+            agent=agent,
+            session=session,
+            request=request,
+            overlaid=overlaid,
+            version=version,
+            traffic=traffic,
+            governance=await self.governance(tenant, opt_out),
+        )
+        pending = begin_exchange(state, exchange)
+        request_key = hashlib.sha1("".join(pending.keys).encode()).hexdigest()
+        regenerated = state.last_llm_event if request_key == state.last_request_key else None
+        state.last_request_key = request_key
+        redactor = await self.redactor(tenant)
+        pending.before = [redactor.redact_event(event) for event in pending.before]
+        pending.draft = redactor.redact_event(pending.draft)
+        return Capture(state, pending, redactor, regenerated)
+
+    def finish_capture(self, capture: Capture, response: dict, latency_ms: float) -> Served:
+        """Phase two: the answer, redacted, and everything handed to the capture writer."""
+        state, pending = capture.state, capture.pending
+        draft = pending.draft
+        llm = finish_exchange(state, pending, response, latency_ms)
+        # The observation is redacted already: scan only the answer, then put it back.
+        llm = capture.redactor.redact_event(
+            llm.model_copy(update={"observation": None, "hidden": None})
+        )
+        llm = llm.model_copy(update={"observation": draft.observation, "hidden": draft.hidden})
+        events = [*pending.before, llm]
+        records: list[CaptureRecord] = []
+        if not state.recorded:
+            records.append(CaptureRecord("trajectory", state.trajectory))
+            state.recorded = True
+        records += [CaptureRecord("event", event) for event in events]
+        if pending.exchange.traffic is Traffic.USER:
+            rewards = implicit_rewards(events, regenerated=capture.regenerated)
+            records += [CaptureRecord("reward", reward) for reward in rewards]
+            self._remember(events)
+        self.writer.submit(records)
+        return Served(
+            pending.exchange.session, state.trajectory.id, llm.id, pending.exchange.version.id
+        )
+
     async def capture(
         self,
         tenant: str,
@@ -270,40 +355,18 @@ class Gateway:
         training_opt_out: bool,
         traffic: Traffic = Traffic.USER,
     ) -> Served:
-        """Build the exchange's events, govern them, and hand them to the capture writer."""
-        book = self.sessions if traffic is Traffic.USER else self.shadow_sessions
-        records: list[CaptureRecord] = []
-        state = book.get(tenant, agent, session)
-        if state is None or state.trajectory.versions.agent_version_id != version.id:
-            state = book.start(new_trajectory(tenant, agent, session, version))
-            records.append(CaptureRecord("trajectory", state.trajectory))
-        request_key = _request_key(request)
-        regenerated = state.last_llm_event if request_key == state.last_request_key else None
-        exchange = Exchange(
-            tenant=tenant,
-            agent=agent,
-            session=session,
-            request=request,
-            overlaid=overlaid,
-            version=version,
-            response=response,
-            latency_ms=latency_ms,
+        """Both phases at once, for answers that are complete already (streams, shadows)."""
+        capture = await self.begin_capture(
+            tenant,
+            agent,
+            session,
+            request,
+            overlaid,
+            version,
+            training_opt_out=training_opt_out,
             traffic=traffic,
-            governance=await self.governance(tenant, training_opt_out),
         )
-        events = exchange_events(state, exchange)
-        state.last_request_key = request_key
-        redactor = await self.redactor(tenant)
-        events = [redactor.redact_event(event) for event in events]
-        records += [CaptureRecord("event", event) for event in events]
-        if traffic is Traffic.USER:
-            records += [
-                CaptureRecord("reward", r)
-                for r in implicit_rewards(events, regenerated=regenerated)
-            ]
-            self._remember(events)
-        self.writer.submit(records)
-        return Served(session, state.trajectory.id, events[-1].id, version.id)
+        return self.finish_capture(capture, response, latency_ms)
 
     def _remember(self, events: list[Event]) -> None:
         for event in events:
@@ -352,13 +415,6 @@ class Gateway:
         except Exception as error:  # noqa: BLE001 - a shadow failure is logged, never raised
             self.shadow_failures += 1
             log.warning("shadow request to %s failed: %s", version.id, error)
-
-
-def _request_key(request: dict) -> str:
-    from proxy.capture.events import message_key
-
-    keys = "".join(message_key(m) for m in request.get("messages") or [])
-    return hashlib.sha1(keys.encode()).hexdigest()
 
 
 def new_session_id() -> str:

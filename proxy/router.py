@@ -8,13 +8,22 @@ life on every gateway replica, whatever happens to the weights later.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections import OrderedDict
 from dataclasses import dataclass
 
 from atdp import utcnow
 from proxy.catalog import Catalog
-from registry import AgentVersion, Alias, AliasState, SessionRoute, is_unreachable, route_session
+from registry import (
+    AgentVersion,
+    Alias,
+    AliasState,
+    SessionRoute,
+    get_session_route,
+    is_unreachable,
+    route_session,
+)
 
 __all__ = ["Route", "Router", "session_bucket"]
 
@@ -56,13 +65,23 @@ class Router:
         self._routes: OrderedDict[tuple[str, str, str], SessionRoute] = OrderedDict()
         self._max_sessions = max_sessions
         self._unrecorded: list[SessionRoute] = []
+        self._background: set[asyncio.Task] = set()
 
-    async def _record_pending(self) -> None:
-        while self._unrecorded:
-            proposal = self._unrecorded[0]
-            recorded = await self.catalog.run(route_session, proposal)
-            self._routes[(proposal.agent, proposal.tenant, proposal.session)] = recorded
-            self._unrecorded.pop(0)
+    async def _record(self, proposal: SessionRoute) -> None:
+        """Persist a new session's route off the request path (and any left from an outage)."""
+        for pending in [*self._unrecorded, proposal]:
+            try:
+                recorded = await self.catalog.run(route_session, pending)
+            except Exception as error:
+                if not is_unreachable(error):
+                    raise
+                if pending is proposal:
+                    self._unrecorded.append(proposal)
+                return
+            if pending is not proposal:
+                self._unrecorded.remove(pending)
+            # Another gateway may have placed this session first: its choice wins.
+            self._routes[(recorded.agent, recorded.tenant, recorded.session)] = recorded
 
     async def route(self, tenant: str, agent: str, session_id: str) -> Route:
         known = await self._session_route(tenant, agent, session_id)
@@ -93,17 +112,24 @@ class Router:
             created_at=utcnow(),
         )
         try:
-            route = await self.catalog.run(route_session, proposal)
+            route = await self.catalog.run(get_session_route, agent, tenant, session_id)
         except Exception as error:
             if not is_unreachable(error):
                 raise
-            # Registry down: keep the choice in memory so the session stays put here; it is
-            # recorded when this gateway next places a session with the registry up.
+            route = None  # registry down: place it here; it is recorded once the registry is back
+        if route is None:
+            # New session: serve it now, record the choice in the background (the commit is
+            # the slowest step of a first request). The hash makes every gateway choose alike.
             route = proposal
-            self._unrecorded.append(proposal)
-        else:
-            await self._record_pending()
+            task = asyncio.create_task(self._record(proposal))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
         self._routes[key] = route
         if len(self._routes) > self._max_sessions:
             self._routes.popitem(last=False)
         return route
+
+    async def drain(self) -> None:
+        """Wait for routes still being recorded (shutdown, tests)."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)

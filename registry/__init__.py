@@ -15,6 +15,7 @@ from registry.aliases import (
     previous_stable,
     set_alias,
 )
+from registry.bulk import write_batch
 from registry.db import (
     DatabaseUnavailableError,
     DatabaseURLError,
@@ -165,4 +166,5 @@ __all__ = [
     "transaction",
     "update_evolution",
     "upgrade",
+    "write_batch",
 ]

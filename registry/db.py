@@ -16,6 +16,7 @@ __all__ = [
     "DatabaseUnavailableError",
     "create_db_engine",
     "describe_url",
+    "dumps_json",
     "is_unreachable",
     "transaction",
 ]
@@ -37,7 +38,7 @@ _BIG = 1e16
 _MARK = "\x00f{}\x00"
 
 
-def _dumps(value: object) -> str:
+def dumps_json(value: object) -> str:
     """Compact JSON, non-ASCII kept as is, with floats that survive JSONB unchanged."""
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     if "e+" not in text:  # no exponent form, so no big float: the common, fast case
@@ -72,7 +73,7 @@ def create_db_engine(url: str | sa.URL, *, check: bool = True, **kwargs: object)
     to do, not deep inside the first request.
     """
     url = sa.make_url(url)
-    options: dict[str, object] = {"json_serializer": _dumps, "pool_pre_ping": True}
+    options: dict[str, object] = {"json_serializer": dumps_json, "pool_pre_ping": True}
     if url.get_backend_name() == "sqlite":
         if url.database and url.database != ":memory:":
             Path(url.database).parent.mkdir(parents=True, exist_ok=True)

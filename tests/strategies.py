@@ -232,10 +232,11 @@ def trajectories(draw, tenant: str, agent: str):
     )
 
 
+reward_numbers = st.floats(-1e12, 1e12, allow_nan=False)
 reward_values = (
-    st.builds(ScalarValue, value=finite)
+    st.builds(ScalarValue, value=reward_numbers)
     | st.builds(BinaryValue, value=st.booleans())
-    | st.builds(CategoricalValue, value=names, score=_optional(finite))
+    | st.builds(CategoricalValue, value=names, score=_optional(reward_numbers))
 )
 
 

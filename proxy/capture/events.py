@@ -41,7 +41,16 @@ from atdp import (
 from proxy.overlays import Overlaid
 from registry import AgentVersion
 
-__all__ = ["Exchange", "SessionBook", "SessionState", "exchange_events", "message_key"]
+__all__ = [
+    "Exchange",
+    "PendingExchange",
+    "SessionBook",
+    "SessionState",
+    "begin_exchange",
+    "exchange_events",
+    "finish_exchange",
+    "message_key",
+]
 
 _DECODING = ("temperature", "top_p", "max_tokens", "seed", "n", "stop")
 _ERROR_MARKERS = ("error", "exception", "traceback", "invalid", "failed")
@@ -66,6 +75,7 @@ class SessionState:
     calls: dict[str, tuple[uuid.UUID, ToolCall]] = field(default_factory=dict)
     last_llm_event: uuid.UUID | None = None
     last_request_key: str | None = None
+    recorded: bool = False  # the trajectory record has been handed to the writer
 
     def seq(self) -> int:
         self.next_seq += 1
@@ -102,7 +112,7 @@ class SessionBook:
 
 @dataclass
 class Exchange:
-    """One served request: what the agent sent, what went upstream, what came back."""
+    """One served request: what the agent sent and what went upstream."""
 
     tenant: str
     agent: str
@@ -110,10 +120,22 @@ class Exchange:
     request: dict[str, Any]
     overlaid: Overlaid
     version: AgentVersion
-    response: dict[str, Any]
-    latency_ms: float
     traffic: Traffic = Traffic.USER
     governance: Governance = field(default_factory=Governance)
+
+
+@dataclass
+class PendingExchange:
+    """Phase one of an exchange's capture, built while the upstream is still answering.
+
+    `before` holds the new tool results and user messages; `draft` is the llm_call with
+    everything but the answer. `finish_exchange` completes it once the response is in.
+    """
+
+    exchange: Exchange
+    keys: list[str]
+    before: list[Event]
+    draft: Event
 
 
 def new_trajectory(tenant: str, agent: str, session: str, version: AgentVersion) -> Trajectory:
@@ -135,28 +157,63 @@ def new_trajectory(tenant: str, agent: str, session: str, version: AgentVersion)
     )
 
 
-def exchange_events(state: SessionState, exchange: Exchange) -> list[Event]:
-    """The events of one exchange, appended to the session's trajectory."""
+def begin_exchange(state: SessionState, exchange: Exchange) -> PendingExchange:
+    """Phase one: the events the request alone determines (no upstream answer needed)."""
     messages = exchange.request.get("messages") or []
     keys = [message_key(m) for m in messages]
     common = 0
     while common < min(len(keys), len(state.history)) and keys[common] == state.history[common]:
         common += 1
-    events: list[Event] = []
+    before: list[Event] = []
     for message in messages[common:]:
         role = message.get("role")
         if role == "tool":
-            events.append(_tool_result(state, exchange, message))
+            before.append(_tool_result(state, exchange, message))
         elif role == "user":
-            events.append(_user_message(state, exchange, message))
-    llm = _llm_call(state, exchange, parent=events[-1].id if events else state.last_llm_event)
-    events.append(llm)
+            before.append(_user_message(state, exchange, message))
+    parent = before[-1].id if before else state.last_llm_event
+    return PendingExchange(exchange, keys, before, _llm_draft(state, exchange, parent))
+
+
+def finish_exchange(
+    state: SessionState, pending: PendingExchange, response: dict[str, Any], latency_ms: float
+) -> Event:
+    """Phase two: the llm_call completed with the answer; the session state moves on."""
+    choices = response.get("choices") or [{}]
+    usage = response.get("usage") or {}
+    extra: dict[str, Any] = {"response_id": response.get("id")}
+    if len(choices) > 1:
+        extra["other_choices"] = [c.get("message") for c in choices[1:]]
+    action, logprob_extra = _message_action(choices[0])
+    extra.update(logprob_extra)
+    metadata = pending.draft.metadata.model_copy(
+        update={
+            "latency_ms": round(latency_ms, 3),
+            "tokens": TokenUsage(
+                prompt=usage.get("prompt_tokens") or 0,
+                completion=usage.get("completion_tokens") or 0,
+            ),
+            "model_checkpoint": response.get("model") or pending.exchange.overlaid.model,
+            "extra": {k: v for k, v in extra.items() if v is not None},
+        }
+    )
+    llm = pending.draft.model_copy(update={"action": action, "metadata": metadata})
     state.last_llm_event = llm.id
-    response_message = ((exchange.response.get("choices") or [{}])[0]).get("message") or {}
-    state.history = [*keys, message_key({"role": "assistant", **response_message})]
-    for call in llm.action.tool_calls if isinstance(llm.action, MessageAction) else []:
+    state.history = [
+        *pending.keys,
+        message_key({"role": "assistant", **(choices[0].get("message") or {})}),
+    ]
+    for call in action.tool_calls:
         state.calls[call.id] = (llm.id, call)
-    return events
+    return llm
+
+
+def exchange_events(
+    state: SessionState, exchange: Exchange, response: dict[str, Any], latency_ms: float
+) -> list[Event]:
+    """Both phases at once: the events of one exchange, in order."""
+    pending = begin_exchange(state, exchange)
+    return [*pending.before, finish_exchange(state, pending, response, latency_ms)]
 
 
 def _metadata(exchange: Exchange, **fields: Any) -> EventMetadata:
@@ -222,15 +279,8 @@ def _tool_result(state: SessionState, exchange: Exchange, message: dict) -> Even
     )
 
 
-def _llm_call(state: SessionState, exchange: Exchange, parent: uuid.UUID | None) -> Event:
+def _llm_draft(state: SessionState, exchange: Exchange, parent: uuid.UUID | None) -> Event:
     sent = exchange.overlaid.body
-    choices = exchange.response.get("choices") or [{}]
-    usage = exchange.response.get("usage") or {}
-    extra: dict[str, Any] = {"response_id": exchange.response.get("id")}
-    if len(choices) > 1:
-        extra["other_choices"] = [c.get("message") for c in choices[1:]]
-    action, logprob_extra = _message_action(choices[0])
-    extra.update(logprob_extra)
     depends_on_tools = any(m.get("role") == "tool" for m in sent.get("messages") or [])
     replay = (
         ReplayInfo(
@@ -249,18 +299,10 @@ def _llm_call(state: SessionState, exchange: Exchange, parent: uuid.UUID | None)
             tools=[_tool_spec(t) for t in sent.get("tools") or []],
         ),
         hidden=HiddenState(harness_fingerprint=exchange.overlaid.fingerprints.get("harness")),
-        action=action,
         metadata=_metadata(
             exchange,
-            latency_ms=round(exchange.latency_ms, 3),
-            tokens=TokenUsage(
-                prompt=usage.get("prompt_tokens") or 0,
-                completion=usage.get("completion_tokens") or 0,
-            ),
             decoding=_decoding(sent),
-            model_checkpoint=exchange.response.get("model") or exchange.overlaid.model,
             prompt_template_fingerprint=exchange.overlaid.fingerprints.get("harness"),
-            extra={k: v for k, v in extra.items() if v is not None},
         ),
         replay=replay,
     )

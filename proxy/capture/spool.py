@@ -55,10 +55,13 @@ class Spool:
 
     def append(self, records: list[dict[str, Any]]) -> int:
         """Write records as one contiguous block; returns the segment they went to."""
-        data = "".join(
-            json.dumps(r, separators=(",", ":"), ensure_ascii=False) + "\n" for r in records
+        return self.append_lines(
+            [json.dumps(r, separators=(",", ":"), ensure_ascii=False) for r in records]
         )
-        payload = data.encode()
+
+    def append_lines(self, lines: list[str]) -> int:
+        """Like `append`, for records already serialised (one JSON document per line)."""
+        payload = ("\n".join(lines) + "\n").encode()
         with self._lock:
             if self._size and self._size + len(payload) > self.segment_bytes:
                 self._rotate()

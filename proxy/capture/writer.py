@@ -19,6 +19,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 import sqlalchemy as sa
@@ -26,14 +27,7 @@ from sqlalchemy.engine import Engine
 
 from atdp import Event, Reward, Trajectory
 from proxy.capture.spool import Spool
-from registry import (
-    RegistryError,
-    add_rewards,
-    insert_events,
-    is_unreachable,
-    record_trajectory,
-    transaction,
-)
+from registry import RegistryError, is_unreachable, transaction, write_batch
 
 __all__ = ["CaptureRecord", "CaptureWriter", "WriterStats"]
 
@@ -45,11 +39,17 @@ _MODELS: dict[str, type] = {"trajectory": Trajectory, "event": Event, "reward": 
 
 @dataclass(frozen=True)
 class CaptureRecord:
+    """One record to persist, serialised once: the same JSON goes to the spool and the DB."""
+
     kind: RecordKind
     item: Trajectory | Event | Reward
 
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "data": self.item.model_dump(mode="json")}
+    @cached_property
+    def document(self) -> str:
+        return self.item.model_dump_json()
+
+    def spool_line(self) -> str:
+        return f'{{"kind":"{self.kind}","data":{self.document}}}'
 
     @classmethod
     def from_json(cls, record: dict[str, Any]) -> CaptureRecord:
@@ -68,15 +68,15 @@ class WriterStats:
 
 def commit_records(engine: Engine, records: list[CaptureRecord]) -> None:
     """Write one batch in one transaction: trajectories, then events, then rewards."""
-    by_kind: dict[str, list] = {"trajectory": [], "event": [], "reward": []}
-    for record in records:
-        by_kind[record.kind].append(record.item)
+    events = [r for r in records if r.kind == "event"]
     with transaction(engine) as session:
-        for trajectory in by_kind["trajectory"]:
-            record_trajectory(session, trajectory)
-        insert_events(session, by_kind["event"])
-        if by_kind["reward"]:
-            add_rewards(session, by_kind["reward"])
+        write_batch(
+            session,
+            [r.item for r in records if r.kind == "trajectory"],
+            [r.item for r in events],
+            [r.item for r in records if r.kind == "reward"],
+            event_documents=[r.document for r in events],
+        )
 
 
 def _transient(error: Exception) -> bool:
@@ -116,7 +116,7 @@ class CaptureWriter:
         """Persist to the spool now (survives kill -9) and queue for the database."""
         if not records:
             return
-        segment = self.spool.append([r.to_json() for r in records])
+        segment = self.spool.append_lines([r.spool_line() for r in records])
         with self._lock:
             self._appended[segment] += len(records)
             self.stats.submitted += len(records)
@@ -235,7 +235,11 @@ class CaptureWriter:
                     self._commit_with_retry([record])
 
     def _reject(self, record: CaptureRecord, error: Exception) -> None:
-        line = {"error": f"{type(error).__name__}: {error}", **record.to_json()}
+        line = {
+            "error": f"{type(error).__name__}: {error}",
+            "kind": record.kind,
+            "data": json.loads(record.document),
+        }
         with (self.spool.directory / "rejected.jsonl").open("a") as handle:
             handle.write(json.dumps(line, ensure_ascii=False) + "\n")
         self._count([record], committed=False)

@@ -370,6 +370,8 @@ class Redactor:
             "outcome": event.outcome and _outcome(event.outcome, scan),
         }
         update["governance"] = _governance(event.governance, scan)
+        if not scan.fields:  # nothing found: the parts are unchanged, only governance differs
+            return event.model_copy(update={"governance": update["governance"]})
         return Event.model_validate(event.model_copy(update=update).model_dump())
 
 

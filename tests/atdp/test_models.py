@@ -174,3 +174,10 @@ def test_version_content_hash_depends_on_content_only() -> None:
     assert a.content_hash() != c.content_hash()
     assert a.part_hashes()["model"] == c.part_hashes()["model"]
     assert a.part_hashes()["harness"] != c.part_hashes()["harness"]
+
+
+@pytest.mark.parametrize("value", [1e13, -2e12, 1e300])
+def test_reward_values_are_bounded_so_means_stay_finite(value: float) -> None:
+    with pytest.raises(ValidationError) as caught:
+        ScalarValue(value=value)
+    assert "value" in error_locations(caught.value)

@@ -27,7 +27,9 @@ def add_version(engine, base_url: str, model: str) -> str:
 
 async def _routes(engine, sessions: list[str], tenant: str = "acme") -> dict[str, str]:
     router = Router(Catalog(engine, ttl=60.0))  # each call is a fresh gateway
-    return {s: (await router.route(tenant, "support-bot", s)).version.id for s in sessions}
+    routes = {s: (await router.route(tenant, "support-bot", s)).version.id for s in sessions}
+    await router.drain()  # new sessions are recorded in the background
+    return routes
 
 
 def test_canary_share_is_within_tolerance_and_sessions_never_move(world, upstream) -> None:

@@ -1,0 +1,337 @@
+"""Gateway overhead: the same loopback upstream (fixed 20 ms) called directly and through the
+gateway (capture on, PostgreSQL registry), interleaved in one run.
+
+    .venv/bin/python benchmarks/gateway_latency.py [--requests 200] [--write]
+
+Prints, per concurrency (1, 8, 32): p50/p99 of direct calls, of gateway calls, and the
+added latency; then the open-loop request rate at which the gateway's added p50 passes
+10 ms; then the capture rate the gateway sustains into PostgreSQL under a burst, and
+whether every submitted record was committed. Each of upstream, gateway and this load
+generator runs in its own process. --write appends the results to benchmarks/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import aiohttp
+import sqlalchemy as sa
+
+from atdp import Harness, ModelRef, VersionSpec
+from registry import (
+    create_agent,
+    create_api_key,
+    create_db_engine,
+    create_tenant,
+    grant_agent,
+    transaction,
+    upgrade,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+BODY = {
+    "model": "support-bot",
+    "messages": [
+        {"role": "system", "content": "You are a support agent for Acme. " * 8},
+        {"role": "user", "content": "Where is my order 000042? It was due Monday, please check."},
+    ],
+    "max_tokens": 64,
+}
+
+
+def start_upstream(delay_ms: int) -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.upstream", "--delay-ms", str(delay_ms)],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    return process, process.stdout.readline().strip()
+
+
+def prepare_registry(upstream_url: str) -> tuple[str, str, str]:
+    """A fresh PostgreSQL schema with one tenant, one agent and a key."""
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    admin = create_db_engine(POSTGRES)
+    with admin.begin() as connection:
+        connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    admin.dispose()
+    url = str(sa.make_url(POSTGRES).update_query_dict({"options": f"-csearch_path={schema}"}))
+    engine = create_db_engine(url)
+    upgrade(engine)
+    spec = VersionSpec(
+        model=ModelRef(engine="openai", base_url=upstream_url, model="scripted-model"),
+        harness=Harness(instructions="Be brief."),
+    )
+    with transaction(engine) as session:
+        create_tenant(session, "acme")
+        create_agent(session, "support-bot", spec, author="bench")
+        grant_agent(session, "acme", "support-bot")
+        key = create_api_key(session, "acme").key
+    engine.dispose()
+    return url, schema, key
+
+
+def start_gateway(url: str, data_dir: Path, port: int) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "EVOPLANE_DATABASE_URL": url,
+        "EVOPLANE_DATA_DIR": str(data_dir),
+        "EVOPLANE_GATEWAY_PORT": str(port),
+    }
+    process = subprocess.Popen([str(Path(sys.executable).parent / "evoplane"), "gateway"], env=env)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            import httpx
+
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return process
+        except Exception:  # noqa: BLE001
+            time.sleep(0.2)
+    raise RuntimeError("gateway did not start")
+
+
+async def closed_loop(url: str, headers: dict, clients: int, per_client: int) -> list[float]:
+    """`clients` concurrent clients, each sending `per_client` requests back to back (ms)."""
+    latencies: list[float] = []
+    connector = aiohttp.TCPConnector(limit=clients)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def one_client(index: int) -> None:
+            for i in range(per_client):
+                started = time.perf_counter()
+                async with session.post(
+                    url, json=BODY, headers={**headers, "X-Session-Id": f"c{index}-{i // 10}"}
+                ) as r:
+                    await r.read()
+                    assert r.status == 200, await r.text()
+                latencies.append((time.perf_counter() - started) * 1000)
+
+        await asyncio.gather(*(one_client(i) for i in range(clients)))
+    return latencies
+
+
+async def open_loop(url: str, headers: dict, rate: float, seconds: float) -> list[float]:
+    """Requests started at a fixed rate regardless of completions (ms latencies)."""
+    latencies: list[float] = []
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+        async def one(i: int) -> None:
+            started = time.perf_counter()
+            async with session.post(
+                url, json=BODY, headers={**headers, "X-Session-Id": f"o{i // 10}"}
+            ) as r:
+                await r.read()
+            latencies.append((time.perf_counter() - started) * 1000)
+
+        tasks, start = [], time.perf_counter()
+        for i in range(int(rate * seconds)):
+            await asyncio.sleep(max(0.0, start + i / rate - time.perf_counter()))
+            tasks.append(asyncio.create_task(one(i)))
+        await asyncio.gather(*tasks)
+    return latencies
+
+
+def writer_throughput(url: str, events: int) -> tuple[float, int]:
+    """Events per second the capture writer commits, fed as fast as it accepts them."""
+    import tempfile
+
+    from atdp import (
+        ChatMessage,
+        Event,
+        EventMetadata,
+        MessageAction,
+        Observation,
+        ReplayInfo,
+        Trajectory,
+        new_id,
+        utcnow,
+    )
+    from proxy.capture import CaptureRecord, CaptureWriter, Spool
+
+    engine = create_db_engine(url)
+    with tempfile.TemporaryDirectory() as spool_dir:
+        writer = CaptureWriter(engine, Spool(Path(spool_dir)))
+        writer.start()
+        batches = []
+        for start in range(0, events, 50):  # a session of 50 llm calls per trajectory
+            trajectory = Trajectory(
+                id=new_id(),
+                tenant="acme",
+                agent="support-bot",
+                session=uuid.uuid4().hex,
+                started_at=utcnow(),
+            )
+            batch = [CaptureRecord("trajectory", trajectory)]
+            for seq in range(min(50, events - start)):
+                batch.append(
+                    CaptureRecord(
+                        "event",
+                        Event(
+                            id=new_id(),
+                            trajectory_id=trajectory.id,
+                            seq=seq,
+                            kind="llm_call",
+                            created_at=utcnow(),
+                            observation=Observation(
+                                messages=[
+                                    ChatMessage(
+                                        role="system", content=BODY["messages"][0]["content"]
+                                    ),
+                                    ChatMessage(
+                                        role="user", content=f"Where is my order {seq:06d}?"
+                                    ),
+                                ]
+                            ),
+                            action=MessageAction(
+                                content="Let me check.",
+                                token_ids=list(range(16)),
+                                logprobs=[-0.1] * 16,
+                            ),
+                            metadata=EventMetadata(
+                                tenant="acme", session=trajectory.session, latency_ms=20.0
+                            ),
+                            replay=ReplayInfo(replay_class="deterministic"),
+                        ),
+                    )
+                )
+            batches.append(batch)
+        for batch in batches:
+            _ = [
+                record.document for record in batch
+            ]  # serialised before timing, as the gateway does
+        started = time.perf_counter()
+        for batch in batches:
+            writer.submit(batch)
+        writer.flush(300)
+        elapsed = time.perf_counter() - started
+        lost = writer.pending + writer.stats.rejected
+        writer.stop()
+    engine.dispose()
+    return events / elapsed, lost
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def health(port: int) -> dict:
+    import httpx
+
+    return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).json()["capture"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--requests", type=int, default=200, help="requests per client and side, per round"
+    )
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--capture-events", type=int, default=20_000)
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args()
+
+    import tempfile
+
+    upstream, upstream_url = start_upstream(20)
+    url, schema, key = prepare_registry(upstream_url)
+    port = 18400 + os.getpid() % 500
+    lines: list[str] = []
+    with tempfile.TemporaryDirectory() as data:
+        gateway = start_gateway(url, Path(data), port)
+        try:
+            direct = (f"{upstream_url}/chat/completions", {})
+            through = (
+                f"http://127.0.0.1:{port}/v1/chat/completions",
+                {"Authorization": f"Bearer {key}"},
+            )
+            asyncio.run(closed_loop(*through, 4, 20))  # warm caches and pools
+            rows = []
+            for clients in (1, 8, 32):
+                per_client = max(10, args.requests // clients)
+                d, g = [], []
+                for _ in range(args.rounds):
+                    d += asyncio.run(closed_loop(*direct, clients, per_client))
+                    g += asyncio.run(closed_loop(*through, clients, per_client))
+                row = (clients, pct(d, 0.5), pct(d, 0.99), pct(g, 0.5), pct(g, 0.99))
+                rows.append(row)
+                print(
+                    "{:3d} clients  direct {:6.2f} / {:6.2f}  gateway {:6.2f} / {:6.2f}  "
+                    "added {:5.2f} / {:5.2f} ms (p50 / p99)".format(
+                        *row, row[3] - row[1], row[4] - row[2]
+                    )
+                )
+            knee = None
+            sweep = []
+            for rate in (25, 50, 100, 150, 200, 300, 400):
+                d = asyncio.run(open_loop(*direct, rate, 3))
+                g = asyncio.run(open_loop(*through, rate, 3))
+                added = statistics.median(g) - statistics.median(d)
+                sweep.append((rate, added))
+                print(f"open loop {rate:4d} req/s: added p50 {added:6.2f} ms")
+                if added > 10:
+                    knee = rate
+                    break
+            capture_rate, capture_lost = writer_throughput(url, events=args.capture_events)
+            print(
+                f"capture writer: {capture_rate:,.0f} events/s into PostgreSQL, {capture_lost} lost"
+            )
+            today = f"{datetime.now(UTC):%Y-%m-%d}, {platform.machine()}, {os.cpu_count()} cores"
+            command = (
+                f"python benchmarks/gateway_latency.py --requests {args.requests} "
+                f"--rounds {args.rounds} --capture-events {args.capture_events}"
+            )
+            lines = [
+                f"\n## Gateway overhead ({today})\n",
+                f"`{command}`: an upstream with a fixed 20 ms delay, called directly and through "
+                "the gateway (capture on, PostgreSQL registry), interleaved; upstream, gateway and "
+                "load generator each in their own process.\n",
+                "| clients | direct p50 / p99 ms | gateway p50 / p99 ms | added p50 / p99 ms |",
+                "|---|---|---|---|",
+                *[
+                    f"| {c} | {a:.2f} / {b:.2f} | {x:.2f} / {y:.2f} | {x - a:.2f} / {y - b:.2f} |"
+                    for c, a, b, x, y in rows
+                ],
+                "",
+                "Open loop, added p50 by request rate: "
+                + ", ".join(f"{r}/s: {a:.2f} ms" for r, a in sweep)
+                + (
+                    f"; it passes 10 ms at about {knee} req/s."
+                    if knee
+                    else "; it stayed under 10 ms."
+                ),
+                "",
+                "Capture writer (spool, fsync per batch, COPY into PostgreSQL), fed "
+                f"{args.capture_events:,} llm_call-sized events as fast as it takes them: "
+                f"{capture_rate:,.0f} events/s sustained, {capture_lost} lost.",
+            ]
+        finally:
+            gateway.terminate()
+            gateway.wait(30)
+            upstream.stdin.close()
+            upstream.wait(10)
+            admin = create_db_engine(POSTGRES)
+            with admin.begin() as connection:
+                connection.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+            admin.dispose()
+    if args.write:
+        with (ROOT / "benchmarks" / "RESULTS.md").open("a") as results:
+            results.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
