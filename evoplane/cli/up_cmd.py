@@ -23,8 +23,11 @@ def up(
         None, help="Temporal Web UI port [env: EVOPLANE_TEMPORAL_UI_PORT]."
     ),
     mlflow_port: int | None = typer.Option(None, help="MLflow port [env: EVOPLANE_MLFLOW_PORT]."),
+    gateway_port: int | None = typer.Option(
+        None, help="Gateway port [env: EVOPLANE_GATEWAY_PORT, default 8400]."
+    ),
 ) -> None:
-    """Run the embedded stack (Temporal, MLflow, ...) in the foreground; Ctrl-C stops it."""
+    """Run the embedded stack (Temporal, MLflow, gateway) in the foreground; Ctrl-C stops it."""
     from evoplane.stack.launcher import check_stack, run_stack
 
     settings = load_settings(
@@ -32,6 +35,7 @@ def up(
         temporal_port=temporal_port,
         temporal_ui_port=temporal_ui_port,
         mlflow_port=mlflow_port,
+        gateway_port=gateway_port,
     )
     if not check:
         raise typer.Exit(run_stack(settings))

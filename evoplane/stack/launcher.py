@@ -163,6 +163,13 @@ def check_stack(settings: Settings) -> list[HealthReport]:
             "mlflow", settings.tracking_uri, mlflow_up, "healthy" if mlflow_up else "no answer"
         )
     )
+    gateway = f"http://{settings.host}:{settings.gateway_port}"
+    gateway_up = http_ok(f"{gateway}/healthz")
+    reports.append(
+        HealthReport(
+            "gateway", f"{gateway}/v1", gateway_up, "healthy" if gateway_up else "no answer"
+        )
+    )
     return reports
 
 

@@ -149,6 +149,28 @@ def mlflow_service(settings: Settings) -> Service:
     )
 
 
+def gateway_service(settings: Settings) -> Service:
+    """The OpenAI-compatible gateway, as `evoplane gateway` in a process of its own."""
+    data = settings.data_dir.resolve()
+    argv = [str(Path(sys.executable).parent / "evoplane"), "gateway"]
+    env = {
+        "EVOPLANE_DATA_DIR": str(data),
+        "EVOPLANE_GATEWAY_PORT": str(settings.gateway_port),
+        "EVOPLANE_HOST": settings.host,
+        "EVOPLANE_DATABASE_URL": settings.registry_url,
+    }
+    url = f"http://{settings.host}:{settings.gateway_port}"
+    return Service(
+        name="gateway",
+        process=ManagedProcess("gateway", argv, data / "logs" / "gateway.log", env=env),
+        ports={
+            settings.gateway_port: ("Evoplane gateway", "--gateway-port / EVOPLANE_GATEWAY_PORT")
+        },
+        healthy=lambda: http_ok(f"{url}/healthz"),
+        urls={"Gateway (OpenAI base_url)": f"{url}/v1"},
+    )
+
+
 def embedded_services(settings: Settings) -> list[Service]:
     """The services `evoplane up` runs, in start order."""
     services: list[Service] = []
@@ -156,4 +178,5 @@ def embedded_services(settings: Settings) -> list[Service]:
         services.append(temporal_service(settings))
     if settings.embedded_mlflow:
         services.append(mlflow_service(settings))
+    services.append(gateway_service(settings))
     return services

@@ -24,9 +24,8 @@ EVOPLANE = str(Path(sys.executable).parent / "evoplane")
 
 
 def stack_env(tmp_path: Path) -> dict[str, str]:
-    ports = {
-        name: str(free_port()) for name in ("TEMPORAL_PORT", "TEMPORAL_UI_PORT", "MLFLOW_PORT")
-    }
+    names = ("TEMPORAL_PORT", "TEMPORAL_UI_PORT", "MLFLOW_PORT", "GATEWAY_PORT")
+    ports = {name: str(free_port()) for name in names}
     base = {k: v for k, v in os.environ.items() if not k.startswith("EVOPLANE_")}
     return {
         **base,
@@ -91,6 +90,11 @@ def test_up_serves_both_uis_and_stops_cleanly(tmp_path: Path) -> None:
         assert httpx.get(temporal_ui, timeout=10).status_code == 200
         assert httpx.get(mlflow, timeout=10).status_code == 200
         assert httpx.get(f"{mlflow}/health", timeout=10).text.strip() == "OK"
+        gateway = f"http://127.0.0.1:{env['EVOPLANE_GATEWAY_PORT']}"
+        assert f"{gateway}/v1" in output
+        assert httpx.get(f"{gateway}/healthz", timeout=10).json()["status"] == "ok"
+        unauthorised = httpx.get(f"{gateway}/v1/models", timeout=10)
+        assert unauthorised.status_code == 401 and "error" in unauthorised.json()
         attributes = asyncio.run(
             registered_search_attributes(f"127.0.0.1:{env['EVOPLANE_TEMPORAL_PORT']}")
         )
@@ -100,7 +104,7 @@ def test_up_serves_both_uis_and_stops_cleanly(tmp_path: Path) -> None:
             [EVOPLANE, "up", "--check"], env=env, capture_output=True, text=True, timeout=60
         )
         assert check.returncode == 0, check.stdout + check.stderr
-        assert check.stdout.count("healthy") >= 4
+        assert check.stdout.count("healthy") >= 5
 
         children = descendants_once_jobs_started(process.pid)
         process.send_signal(signal.SIGTERM)

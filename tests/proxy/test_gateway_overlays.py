@@ -222,3 +222,24 @@ def test_a_bad_training_header_is_a_clear_400(live) -> None:
         assert error.body["param"] == "X-Evoplane-Training"
     else:
         raise AssertionError("expected a 400")
+
+
+def test_tenant_rate_limit_is_a_429_with_retry_after(world, registry_url, tmp_path) -> None:
+    from proxy.config import GatewayConfig
+    from tests.support.gateway import GatewayServer
+
+    _, keys = world
+    config = GatewayConfig(database_url=registry_url, spool_dir=tmp_path / "rl", rate_limit=1.0)
+    with GatewayServer(config) as server:
+        acme, globex = client(server, keys["acme"]), client(server, keys["globex"])
+        ask = {"model": "support-bot", "messages": [{"role": "user", "content": "hi"}]}
+        acme.chat.completions.create(**ask)
+        acme.chat.completions.create(**ask)  # a burst of two seconds' worth is allowed
+        try:
+            acme.chat.completions.create(**ask)
+        except openai.RateLimitError as error:
+            assert int(error.response.headers["retry-after"]) >= 1
+            assert error.body["type"] == "rate_limit_error"
+        else:
+            raise AssertionError("expected a 429")
+        assert globex.chat.completions.create(**ask).choices  # another tenant is not limited
