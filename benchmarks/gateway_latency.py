@@ -1,7 +1,7 @@
 """Gateway overhead: the same loopback upstream (fixed 20 ms) called directly and through the
 gateway (capture on, PostgreSQL registry), interleaved in one run.
 
-    .venv/bin/python benchmarks/gateway_latency.py [--requests 200] [--write]
+    .venv/bin/python -m benchmarks.gateway_latency [--requests 200] [--write]
 
 Prints, per concurrency (1, 8, 32): p50/p99 of direct calls, of gateway calls, and the
 added latency; then the open-loop request rate at which the gateway's added p50 passes
@@ -25,9 +25,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import aiohttp
-import sqlalchemy as sa
 
 from atdp import Harness, ModelRef, VersionSpec
+from benchmarks.support import ROOT, drop_schema, fresh_schema_url, start_upstream
 from registry import (
     create_agent,
     create_api_key,
@@ -38,8 +38,6 @@ from registry import (
     upgrade,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
-POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 BODY = {
     "model": "support-bot",
     "messages": [
@@ -50,25 +48,9 @@ BODY = {
 }
 
 
-def start_upstream(delay_ms: int) -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.upstream", "--delay-ms", str(delay_ms)],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    return process, process.stdout.readline().strip()
-
-
 def prepare_registry(upstream_url: str) -> tuple[str, str, str]:
     """A fresh PostgreSQL schema with one tenant, one agent and a key."""
-    schema = f"bench_{uuid.uuid4().hex[:10]}"
-    admin = create_db_engine(POSTGRES)
-    with admin.begin() as connection:
-        connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    admin.dispose()
-    url = str(sa.make_url(POSTGRES).update_query_dict({"options": f"-csearch_path={schema}"}))
+    url, schema = fresh_schema_url()
     engine = create_db_engine(url)
     upgrade(engine)
     spec = VersionSpec(
@@ -292,7 +274,7 @@ def main() -> None:
             )
             today = f"{datetime.now(UTC):%Y-%m-%d}, {platform.machine()}, {os.cpu_count()} cores"
             command = (
-                f"python benchmarks/gateway_latency.py --requests {args.requests} "
+                f"python -m benchmarks.gateway_latency --requests {args.requests} "
                 f"--rounds {args.rounds} --capture-events {args.capture_events}"
             )
             lines = [
@@ -324,10 +306,7 @@ def main() -> None:
             gateway.wait(30)
             upstream.stdin.close()
             upstream.wait(10)
-            admin = create_db_engine(POSTGRES)
-            with admin.begin() as connection:
-                connection.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-            admin.dispose()
+            drop_schema(schema)
     if args.write:
         with (ROOT / "benchmarks" / "RESULTS.md").open("a") as results:
             results.write("\n".join(lines) + "\n")

@@ -1,7 +1,7 @@
 """Registry write throughput: batched, idempotent `insert_events` against one event per
 transaction, on SQLite and PostgreSQL, interleaved in one run.
 
-    .venv/bin/python benchmarks/registry_writes.py [--events 3000] [--batch 200]
+    .venv/bin/python -m benchmarks.registry_writes [--events 3000] [--batch 200]
 
 Prints events/s per mode and the ratio against the per-event baseline, and appends the
 table to benchmarks/RESULTS.md with --write. This is the ceiling the gateway's batched
@@ -33,6 +33,7 @@ from atdp import (
     new_id,
     utcnow,
 )
+from benchmarks.support import POSTGRES, drop_schema, fresh_schema_url
 from registry import (
     create_agent,
     create_db_engine,
@@ -42,8 +43,6 @@ from registry import (
     transaction,
     upgrade,
 )
-
-POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
 def make_events(trajectory: Trajectory, count: int) -> list[Event]:
@@ -78,12 +77,7 @@ def make_events(trajectory: Trajectory, count: int) -> list[Event]:
 def setup(url: str) -> tuple[sa.Engine, str | None]:
     schema = None
     if url.startswith("postgresql"):
-        admin = create_db_engine(url)
-        schema = f"bench_{uuid.uuid4().hex[:10]}"
-        with admin.begin() as connection:
-            connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-        admin.dispose()
-        url = str(sa.make_url(url).update_query_dict({"options": f"-csearch_path={schema}"}))
+        url, schema = fresh_schema_url()
     engine = create_db_engine(url)
     upgrade(engine)
     with transaction(engine) as session:
@@ -141,10 +135,7 @@ def main() -> None:
                 )
             engine.dispose()
             if schema:
-                admin = create_db_engine(POSTGRES)
-                with admin.begin() as connection:
-                    connection.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-                admin.dispose()
+                drop_schema(schema)
             base, fast = statistics.median(baseline), statistics.median(batches)
             rows.append((name, base, fast, fast / base))
             print(
@@ -156,7 +147,7 @@ def main() -> None:
         lines = [
             f"\n## Registry writes ({datetime.now(UTC):%Y-%m-%d}, {platform.machine()}, "
             f"{__import__('os').cpu_count()} cores)\n",
-            f"`python benchmarks/registry_writes.py --events {args.events} --batch {args.batch} "
+            f"`python -m benchmarks.registry_writes --events {args.events} --batch {args.batch} "
             f"--rounds {args.rounds}`: median of {args.rounds} interleaved rounds; the baseline "
             "writes one event per transaction.\n",
             "| backend | per-event transaction (ev/s) | batched insert_events (ev/s) | ratio |",

@@ -2,7 +2,7 @@
 AsyncClient against an aiohttp ClientSession (and the OpenAICompatEngine built on the winner),
 interleaved in one run against the scripted loopback upstream in its own process.
 
-    .venv/bin/python benchmarks/upstream_clients.py [--rounds 5] [--write]
+    .venv/bin/python -m benchmarks.upstream_clients [--rounds 5] [--write]
 
 Prints p50/p99 latency and client CPU per request for each client, upstream delay (0 and
 20 ms) and concurrency (1 and 8), with ratios against httpx, the baseline; --write appends
@@ -16,8 +16,6 @@ import asyncio
 import os
 import platform
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -26,9 +24,9 @@ from pathlib import Path
 import aiohttp
 import httpx
 
+from benchmarks.support import start_upstream
 from proxy.engines import OpenAICompatEngine
 
-ROOT = Path(__file__).resolve().parent.parent
 BODY = {
     "model": "scripted-model",
     "messages": [
@@ -38,19 +36,6 @@ BODY = {
     "max_tokens": 64,
 }
 Post = Callable[[], Awaitable[dict]]
-
-
-def start_upstream(delay_ms: int) -> tuple[subprocess.Popen, str]:
-    """The scripted upstream in its own process, so it does not share our GIL or core."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.upstream", "--delay-ms", str(delay_ms)],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    return process, process.stdout.readline().strip()
 
 
 async def clients(base_url: str, connections: int) -> dict[str, tuple[Post, Callable]]:
@@ -149,7 +134,7 @@ def write(rows: list[dict], rounds: int, scale: float) -> None:
     lines = [
         f"\n## Upstream HTTP clients ({datetime.now(UTC):%Y-%m-%d}, {platform.machine()}, "
         f"{os.cpu_count()} cores)\n",
-        f"`python benchmarks/upstream_clients.py --rounds {rounds} --scale {scale}`: "
+        f"`python -m benchmarks.upstream_clients --rounds {rounds} --scale {scale}`: "
         f"{rounds} interleaved rounds (order alternating) against the scripted loopback "
         "upstream in its own process; pooled keep-alive clients, one non-streaming chat "
         "completion per request. Latency is per request (p50 / p99 over all rounds); CPU is "

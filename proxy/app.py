@@ -21,7 +21,7 @@ from proxy.config import GatewayConfig
 from proxy.engines.base import UpstreamError, UpstreamTimeout
 from proxy.errors import GatewayError, error_body, gateway_error_handler
 from proxy.feedback import EventReport, FeedbackReport, record_event, record_feedback
-from proxy.gateway import Gateway, Served, new_session_id
+from proxy.gateway import Gateway, Served, new_session_id, upstream_failure
 from proxy.governance import parse_training_header
 from proxy.schemas import ChatCompletionRequest, describe_validation_error
 from proxy.streaming import StreamRestorer, assemble_chunks
@@ -158,14 +158,8 @@ async def _stream(
         first = await anext(chunks)
     except StopAsyncIteration:
         first = None
-    except UpstreamTimeout:
-        raise GatewayError(
-            504, "The upstream model did not answer in time.", code="upstream_timeout"
-        ) from None
-    except UpstreamError as error:
-        raise GatewayError(
-            502, f"The upstream model failed: {error}", code="upstream_error"
-        ) from None
+    except (UpstreamTimeout, UpstreamError) as error:
+        raise upstream_failure(error) from None
     trajectory_hint = gateway.sessions.get(tenant, agent, session)
     headers = {"X-Evoplane-Session-Id": session, "X-Evoplane-Version": route.version.id}
     if trajectory_hint is not None:

@@ -44,7 +44,7 @@ from registry import (
     get_agent,
 )
 
-__all__ = ["Gateway", "Served"]
+__all__ = ["Gateway", "Served", "new_session_id", "upstream_failure"]
 
 log = logging.getLogger(__name__)
 
@@ -209,14 +209,8 @@ class Gateway:
             return await engine.complete(
                 overlaid.body, model=overlaid.model, timeout=self.config.upstream_timeout
             )
-        except UpstreamTimeout:
-            raise GatewayError(
-                504, "The upstream model did not answer in time.", code="upstream_timeout"
-            ) from None
-        except UpstreamError as error:
-            raise GatewayError(
-                502, f"The upstream model failed: {error}", code="upstream_error"
-            ) from None
+        except (UpstreamTimeout, UpstreamError) as error:
+            raise upstream_failure(error) from None
 
     # --- the pipeline -------------------------------------------------------------------
 
@@ -415,6 +409,15 @@ class Gateway:
         except Exception as error:  # noqa: BLE001 - a shadow failure is logged, never raised
             self.shadow_failures += 1
             log.warning("shadow request to %s failed: %s", version.id, error)
+
+
+def upstream_failure(error: UpstreamError | UpstreamTimeout) -> GatewayError:
+    """The client's view of an upstream failure: 504 for a timeout, 502 for anything else."""
+    if isinstance(error, UpstreamTimeout):
+        return GatewayError(
+            504, "The upstream model did not answer in time.", code="upstream_timeout"
+        )
+    return GatewayError(502, f"The upstream model failed: {error}", code="upstream_error")
 
 
 def new_session_id() -> str:

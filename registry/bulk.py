@@ -10,14 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from atdp import Event, Reward, Trajectory
 from registry.db import dumps_json
-from registry.errors import InvalidRecordError, NotFoundError
 from registry.rewards import add_rewards
-from registry.tables import TrajectoryRow
-from registry.trajectories import insert_events, record_trajectory
+from registry.trajectories import check_event_owners, insert_events, record_trajectory
 
 __all__ = ["write_batch"]
 
@@ -76,7 +74,7 @@ def write_batch(
     if trajectories:
         _copy(cursor, "trajectory", _TRAJECTORY_COLUMNS, [_trajectory_row(t) for t in trajectories])
     if events:
-        _check_owners(session, events)
+        check_event_owners(session, events)
         documents = event_documents or [e.model_dump_json() for e in events]
         _copy(
             cursor,
@@ -86,23 +84,6 @@ def write_batch(
         )
     if rewards:
         add_rewards(session, rewards)
-
-
-def _check_owners(session: Session, events: Sequence[Event]) -> None:
-    ids = {event.trajectory_id for event in events}
-    owners = dict(
-        session.exec(
-            select(TrajectoryRow.id, TrajectoryRow.tenant).where(TrajectoryRow.id.in_(ids))
-        ).all()
-    )
-    for event in events:
-        owner = owners.get(event.trajectory_id)
-        if owner is None:
-            raise NotFoundError("trajectory", event.trajectory_id)
-        if owner != event.metadata.tenant:
-            raise InvalidRecordError(
-                f"event {event.id} names a tenant its trajectory does not belong to"
-            )
 
 
 def _copy(cursor, table: str, columns: tuple[str, ...], rows: list[tuple]) -> None:

@@ -174,6 +174,12 @@ def insert_events(session: Session, events: Sequence[Event]) -> int:
     """
     if not events:
         return 0
+    check_event_owners(session, events)
+    return _insert_ignoring_duplicates(session, EventRow.__table__, [_event_row(e) for e in events])
+
+
+def check_event_owners(session: Session, events: Sequence[Event]) -> None:
+    """Every event's trajectory exists and belongs to the tenant the event names."""
     owners = _trajectory_tenants(session, {event.trajectory_id for event in events})
     for event in events:
         owner = owners.get(event.trajectory_id)
@@ -184,7 +190,6 @@ def insert_events(session: Session, events: Sequence[Event]) -> int:
                 f"event {event.id} names tenant {event.metadata.tenant!r} but its trajectory "
                 "belongs to another tenant"
             )
-    return _insert_ignoring_duplicates(session, EventRow.__table__, [_event_row(e) for e in events])
 
 
 def _trajectory_tenants(session: Session, ids: set[uuid.UUID]) -> dict[uuid.UUID, str]:

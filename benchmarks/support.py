@@ -1,0 +1,52 @@
+"""What the benchmarks share: the scripted upstream in its own process, a throwaway schema."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from registry import create_db_engine
+
+__all__ = ["POSTGRES", "ROOT", "drop_schema", "fresh_schema_url", "start_upstream"]
+
+ROOT = Path(__file__).resolve().parent.parent
+POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+
+
+def start_upstream(delay_ms: float) -> tuple[subprocess.Popen, str]:
+    """The scripted upstream in its own process, so it shares neither our GIL nor our core.
+
+    Returns the process (close its stdin to stop it) and its base URL.
+    """
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.upstream", "--delay-ms", str(delay_ms)],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    return process, process.stdout.readline().strip()
+
+
+def fresh_schema_url(prefix: str = "bench") -> tuple[str, str]:
+    """A new, empty PostgreSQL schema: (URL with it first on the search path, schema name)."""
+    schema = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    admin = create_db_engine(POSTGRES)
+    with admin.begin() as connection:
+        connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    admin.dispose()
+    return str(
+        sa.make_url(POSTGRES).update_query_dict({"options": f"-csearch_path={schema}"})
+    ), schema
+
+
+def drop_schema(schema: str) -> None:
+    admin = create_db_engine(POSTGRES)
+    with admin.begin() as connection:
+        connection.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+    admin.dispose()
