@@ -63,6 +63,10 @@ class Settings(BaseSettings):
     )
     api_port: int = Field(default=8401, ge=1, le=65535)
     admin_token: SecretStr | None = None
+    seal_key: SecretStr | None = Field(
+        default=None,
+        description="Key for sealed raw copies of redacted events (`evoplane key seal-key`).",
+    )
 
     @classmethod
     def settings_customise_sources(

@@ -27,5 +27,8 @@ class GatewayConfig:
     upstream_connect_timeout: float = 5.0
     upstream_api_key: str | None = None
     catalog_ttl: float = 2.0
+    seal_key: str | None = None  # Fernet key for sealed raw copies (tenants that ask for them)
+    abandon_after: float = 1800.0  # seconds of silence after which a session is closed
+    sweep_interval: float = 30.0
     capture_batch_size: int = 500
     capture_flush_interval: float = 0.05

@@ -245,6 +245,8 @@ async def record_event(gateway, tenant: str, report: EventReport) -> Event:
     redactor = await gateway.redactor(tenant)
     event = redactor.redact_event(event)
     records = [CaptureRecord("event", event)]
+    if state is not None and report.kind == "task_outcome":
+        state.outcome_reported = True
     if report.kind == "task_outcome" and outcome is not None and outcome.success is not None:
         records.append(
             CaptureRecord(

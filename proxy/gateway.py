@@ -15,7 +15,16 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from atdp import Event, Governance, Traffic, new_id, utcnow
+from atdp import (
+    Event,
+    Governance,
+    OutcomeStatus,
+    RedactionStatus,
+    Traffic,
+    TrajectoryOutcome,
+    new_id,
+    utcnow,
+)
 from proxy.capture import CaptureRecord, CaptureWriter, Spool
 from proxy.capture.events import (
     Exchange,
@@ -34,14 +43,17 @@ from proxy.errors import GatewayError
 from proxy.governance import Redactor, decide_governance
 from proxy.overlays import Overlaid, apply_overlays, restore_response
 from proxy.router import Route, Router
-from proxy.signals import implicit_rewards
+from proxy.signals import abandonment_reward, implicit_rewards
 from registry import (
     AgentVersion,
     ApiKeyIdentity,
     NotFoundError,
+    SealedEvent,
+    TrajectoryEnd,
     check_schema,
     create_db_engine,
     get_agent,
+    seal_event,
 )
 
 __all__ = ["Gateway", "Served", "new_session_id", "upstream_failure"]
@@ -51,12 +63,51 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Capture:
-    """An exchange between the two phases of its capture."""
+    """An exchange between the two phases of its capture.
+
+    `pending` holds the raw events (sealed, if the tenant wants it, never stored in the
+    clear); `before` and `draft` are their redacted versions.
+    """
 
     state: SessionState
     pending: PendingExchange
     redactor: Redactor
     regenerated: uuid.UUID | None
+    before: list[Event]
+    draft: Event
+    seal_key: str | None = None
+
+
+def _merged(answer: Governance, prompt: Governance) -> Governance:
+    """One governance record for an event redacted in two parts (prompt, then answer)."""
+    return answer.model_copy(
+        update={
+            "redaction": RedactionStatus.REDACTED,
+            "redacted_fields": list(
+                dict.fromkeys([*prompt.redacted_fields, *answer.redacted_fields])
+            ),
+            "labels": sorted({*prompt.labels, *answer.labels}),
+        }
+    )
+
+
+def _sealed(
+    raw: list[Event], redacted: list[Event], key: str
+) -> tuple[list[Event], list[SealedEvent]]:
+    """Seal the raw copy of every event redaction changed, and point the stored one at it."""
+    now, kept, sealed = utcnow(), [], []
+    for original, stored in zip(raw, redacted, strict=True):
+        if stored.governance.redaction is RedactionStatus.REDACTED:
+            sealed.append(seal_event(original, key, now))
+            stored = stored.model_copy(
+                update={
+                    "governance": stored.governance.model_copy(
+                        update={"sealed_ref": f"sealed:{stored.id}"}
+                    )
+                }
+            )
+        kept.append(stored)
+    return kept, sealed
 
 
 @dataclass
@@ -114,6 +165,41 @@ class Gateway:
 
     async def start(self) -> None:
         await asyncio.to_thread(self.writer.start)
+        self.spawn(self._sweep_idle_sessions())
+
+    async def _sweep_idle_sessions(self) -> None:
+        """Close sessions gone quiet: the trajectory ends, abandonment is a weak signal."""
+        while True:
+            await asyncio.sleep(self.config.sweep_interval)
+            try:
+                self.close_idle_sessions()
+            except Exception:  # noqa: BLE001 - the sweep must outlive one bad session
+                log.exception("closing idle sessions failed")
+
+    def close_idle_sessions(self) -> int:
+        records: list[CaptureRecord] = []
+        idle = self.sessions.idle(self.config.abandon_after)
+        for state in idle:
+            self.sessions.forget(state)
+            if not state.recorded:
+                continue
+            trajectory = state.trajectory
+            status = OutcomeStatus.UNKNOWN if state.outcome_reported else OutcomeStatus.ABANDONED
+            ending = TrajectoryEnd(
+                tenant=trajectory.tenant,
+                trajectory_id=trajectory.id,
+                ended_at=utcnow(),
+                outcome=TrajectoryOutcome(
+                    status=status, detail="closed after the session went idle"
+                ),
+            )
+            records.append(CaptureRecord("trajectory_end", ending))
+            if not state.outcome_reported:
+                reward = abandonment_reward(trajectory.tenant, trajectory.id, state.last_llm_event)
+                records.append(CaptureRecord("reward", reward))
+        if records:
+            self.writer.submit(records)
+        return len(idle)
 
     async def close(self) -> None:
         await self.router.drain()
@@ -306,25 +392,36 @@ class Gateway:
         regenerated = state.last_llm_event if request_key == state.last_request_key else None
         state.last_request_key = request_key
         redactor = await self.redactor(tenant)
-        pending.before = [redactor.redact_event(event) for event in pending.before]
-        pending.draft = redactor.redact_event(pending.draft)
-        return Capture(state, pending, redactor, regenerated)
+        seal = self.config.seal_key if (await self.catalog.policy(tenant)).seal_raw else None
+        return Capture(
+            state=state,
+            pending=pending,
+            redactor=redactor,
+            regenerated=regenerated,
+            before=[redactor.redact_event(event) for event in pending.before],
+            draft=redactor.redact_event(pending.draft),
+            seal_key=seal,
+        )
 
     def finish_capture(self, capture: Capture, response: dict, latency_ms: float) -> Served:
         """Phase two: the answer, redacted, and everything handed to the capture writer."""
-        state, pending = capture.state, capture.pending
-        draft = pending.draft
-        llm = finish_exchange(state, pending, response, latency_ms)
+        state, pending, draft = capture.state, capture.pending, capture.draft
+        raw_llm = finish_exchange(state, pending, response, latency_ms)
         # The observation is redacted already: scan only the answer, then put it back.
         llm = capture.redactor.redact_event(
-            llm.model_copy(update={"observation": None, "hidden": None})
+            raw_llm.model_copy(update={"observation": None, "hidden": None})
         )
         llm = llm.model_copy(update={"observation": draft.observation, "hidden": draft.hidden})
-        events = [*pending.before, llm]
+        if draft.governance.redacted_fields:
+            llm = llm.model_copy(update={"governance": _merged(llm.governance, draft.governance)})
+        raw, events = [*pending.before, raw_llm], [*capture.before, llm]
         records: list[CaptureRecord] = []
         if not state.recorded:
             records.append(CaptureRecord("trajectory", state.trajectory))
             state.recorded = True
+        if capture.seal_key:
+            events, sealed = _sealed(raw, events, capture.seal_key)
+            records += [CaptureRecord("sealed", copy) for copy in sealed]
         records += [CaptureRecord("event", event) for event in events]
         if pending.exchange.traffic is Traffic.USER:
             rewards = implicit_rewards(events, regenerated=capture.regenerated)

@@ -12,7 +12,7 @@ import uuid
 
 from atdp import BinaryValue, Event, EventKind, Reward, RewardSource, new_id, utcnow
 
-__all__ = ["CORRECTION", "implicit_rewards"]
+__all__ = ["CORRECTION", "abandonment_reward", "implicit_rewards"]
 
 CORRECTION = re.compile(
     r"^\s*(no\b|nope\b|wrong\b|that'?s (not|wrong|incorrect)|not what i (asked|meant|wanted)"
@@ -82,3 +82,25 @@ def implicit_rewards(events: list[Event], *, regenerated: uuid.UUID | None = Non
             )
         )
     return rewards
+
+
+def abandonment_reward(
+    tenant: str, trajectory_id: uuid.UUID, last_llm_call: uuid.UUID | None
+) -> Reward:
+    """A session that went quiet without the agent reporting an outcome.
+
+    Weak evidence (a user may simply have been satisfied), so a low confidence: it matters
+    only in aggregate, as a rise in abandonment across a window.
+    """
+    return Reward(
+        id=new_id(),
+        tenant=tenant,
+        trajectory_id=trajectory_id,
+        event_id=last_llm_call,
+        name="session_completed",
+        value=BinaryValue(value=False),
+        critique="the session went idle without a reported task outcome",
+        source=RewardSource.IMPLICIT_NEXT_TURN,
+        confidence=0.2,
+        created_at=utcnow(),
+    )

@@ -61,6 +61,7 @@ from registry.rewards import (
     list_rewards,
 )
 from registry.scope import ALL_TENANTS, TenantScope
+from registry.sealed import SealedAccessError, SealedEvent, seal_event, store_sealed, unseal_event
 from registry.sessions import SessionRoute, get_session_route, route_session
 from registry.tenants import (
     ApiKeyIdentity,
@@ -77,6 +78,7 @@ from registry.tenants import (
     tenant_agents,
 )
 from registry.trajectories import (
+    TrajectoryEnd,
     close_trajectory,
     get_event,
     get_events,
@@ -109,10 +111,13 @@ __all__ = [
     "NotFoundError",
     "RegistryError",
     "SchemaOutOfDateError",
+    "SealedAccessError",
+    "SealedEvent",
     "SessionRoute",
     "Tenant",
     "TenantPolicy",
     "TenantScope",
+    "TrajectoryEnd",
     "add_memory_item",
     "add_rewards",
     "alias_history",
@@ -159,11 +164,14 @@ __all__ = [
     "register_version",
     "revoke_api_key",
     "route_session",
+    "seal_event",
     "set_alias",
     "set_memory_status",
     "start_evolution",
+    "store_sealed",
     "tenant_agents",
     "transaction",
+    "unseal_event",
     "update_evolution",
     "upgrade",
     "write_batch",

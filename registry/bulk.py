@@ -15,7 +15,14 @@ from sqlmodel import Session
 from atdp import Event, Reward, Trajectory
 from registry.db import dumps_json
 from registry.rewards import add_rewards
-from registry.trajectories import check_event_owners, insert_events, record_trajectory
+from registry.sealed import SealedEvent, store_sealed
+from registry.trajectories import (
+    TrajectoryEnd,
+    check_event_owners,
+    close_trajectory,
+    insert_events,
+    record_trajectory,
+)
 
 __all__ = ["write_batch"]
 
@@ -56,13 +63,32 @@ def write_batch(
     rewards: Sequence[Reward],
     *,
     event_documents: Sequence[str] | None = None,
+    sealed: Sequence[SealedEvent] = (),
+    endings: Sequence[TrajectoryEnd] = (),
 ) -> None:
     """Write trajectories, then events, then rewards; records already stored are skipped.
 
     Args:
         event_documents: each event's JSON text, if the caller has it already (saves
             serialising twice); must be `event.model_dump_json()` of the same events.
+        sealed: encrypted raw copies of redacted events.
+        endings: trajectories to close (ended_at, outcome), applied last.
     """
+    if sealed:
+        store_sealed(session, sealed)
+    _write_rows(session, trajectories, events, rewards, event_documents)
+    for ending in endings:
+        close_trajectory(
+            session,
+            ending.tenant,
+            ending.trajectory_id,
+            ended_at=ending.ended_at,
+            outcome=ending.outcome,
+        )
+
+
+def _write_rows(session, trajectories, events, rewards, event_documents) -> None:
+    """COPY on PostgreSQL; the one-by-one functions (batched INSERT) elsewhere."""
     if session.get_bind().dialect.name != "postgresql":
         for trajectory in trajectories:
             record_trajectory(session, trajectory)

@@ -24,6 +24,7 @@ __all__ = [
     "EvolutionRow",
     "MemoryItemRow",
     "RewardRow",
+    "SealedEventRow",
     "SessionRouteRow",
     "TenantAgentRow",
     "TenantRow",
@@ -247,4 +248,15 @@ class SessionRouteRow(SQLModel, table=True):
     version_id: str = Field(foreign_key="agent_version.id", max_length=80)
     alias: str = Field(max_length=16)
     replica: int = 0
+    created_at: datetime = _time()
+
+
+class SealedEventRow(SQLModel, table=True):
+    """The encrypted raw copy of a redacted event, readable only with the seal key."""
+
+    __tablename__ = "sealed_event"
+
+    event_id: uuid.UUID = Field(primary_key=True)
+    tenant: str = Field(foreign_key="tenant.name", max_length=64)
+    ciphertext: str
     created_at: datetime = _time()

@@ -52,6 +52,13 @@ class TenantPolicy(BaseModel):
     consent: Consent = Consent.CONTRACT
     retention_days: int | None = Field(default=None, ge=1)
     redaction_patterns: list[str] = Field(default_factory=list)
+    seal_raw: bool = Field(
+        default=False,
+        description="Keep an encrypted raw copy of each redacted event (needs a seal key).",
+    )
+    sealed_readers: list[str] = Field(
+        default_factory=list, description="Training jobs allowed to read sealed raw copies."
+    )
 
 
 class Tenant(BaseModel):

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 import sqlalchemy as sa
+from pydantic import BaseModel
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, select
 
@@ -16,6 +17,7 @@ from registry.scope import TenantScope, scoped
 from registry.tables import EventRow, TrajectoryRow
 
 __all__ = [
+    "TrajectoryEnd",
     "close_trajectory",
     "get_event",
     "get_events",
@@ -86,6 +88,15 @@ def record_trajectory(session: Session, trajectory: Trajectory) -> bool:
         _insert_ignoring_duplicates(session, TrajectoryRow.__table__, [_trajectory_row(trajectory)])
         > 0
     )
+
+
+class TrajectoryEnd(BaseModel):
+    """A trajectory's end, as a record the capture writer can carry."""
+
+    tenant: str
+    trajectory_id: uuid.UUID
+    ended_at: datetime
+    outcome: TrajectoryOutcome | None = None
 
 
 def close_trajectory(

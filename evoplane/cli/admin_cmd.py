@@ -137,3 +137,12 @@ def agent_grant(name: str, tenant: str = typer.Option(..., help="The tenant to a
     with transaction(_engine()) as session:
         grant_agent(session, tenant, name)
     console.print(f"tenant {tenant} may use agent {name}.", highlight=False)
+
+
+@key_app.command("seal-key")
+def key_seal_key() -> None:
+    """Print a new key for sealed raw copies; set it as EVOPLANE_SEAL_KEY on gateways and
+    on the training jobs a tenant permits (`--seal-raw --sealed-reader JOB`)."""
+    from cryptography.fernet import Fernet
+
+    print(Fernet.generate_key().decode())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -76,6 +77,8 @@ class SessionState:
     last_llm_event: uuid.UUID | None = None
     last_request_key: str | None = None
     recorded: bool = False  # the trajectory record has been handed to the writer
+    last_seen: float = field(default_factory=time.monotonic)
+    outcome_reported: bool = False  # the agent reported a task outcome (/v1/events)
 
     def seq(self) -> int:
         self.next_seq += 1
@@ -102,6 +105,15 @@ class SessionBook:
         if len(self._states) > self.capacity:
             self._states.popitem(last=False)
         return state
+
+    def idle(self, older_than: float) -> list[SessionState]:
+        """Sessions whose last request is more than `older_than` seconds ago."""
+        cutoff = time.monotonic() - older_than
+        return [state for state in self._states.values() if state.last_seen < cutoff]
+
+    def forget(self, state: SessionState) -> None:
+        trajectory = state.trajectory
+        self._states.pop((trajectory.tenant, trajectory.agent, trajectory.session), None)
 
     def find_trajectory(self, trajectory_id: uuid.UUID) -> SessionState | None:
         for state in reversed(self._states.values()):
@@ -159,6 +171,7 @@ def new_trajectory(tenant: str, agent: str, session: str, version: AgentVersion)
 
 def begin_exchange(state: SessionState, exchange: Exchange) -> PendingExchange:
     """Phase one: the events the request alone determines (no upstream answer needed)."""
+    state.last_seen = time.monotonic()
     messages = exchange.request.get("messages") or []
     keys = [message_key(m) for m in messages]
     common = 0

@@ -27,14 +27,27 @@ from sqlalchemy.engine import Engine
 
 from atdp import Event, Reward, Trajectory
 from proxy.capture.spool import Spool
-from registry import RegistryError, is_unreachable, transaction, write_batch
+from registry import (
+    RegistryError,
+    SealedEvent,
+    TrajectoryEnd,
+    is_unreachable,
+    transaction,
+    write_batch,
+)
 
 __all__ = ["CaptureRecord", "CaptureWriter", "WriterStats"]
 
 log = logging.getLogger(__name__)
 
-RecordKind = Literal["trajectory", "event", "reward"]
-_MODELS: dict[str, type] = {"trajectory": Trajectory, "event": Event, "reward": Reward}
+RecordKind = Literal["trajectory", "event", "reward", "sealed", "trajectory_end"]
+_MODELS: dict[str, type] = {
+    "trajectory": Trajectory,
+    "event": Event,
+    "reward": Reward,
+    "sealed": SealedEvent,
+    "trajectory_end": TrajectoryEnd,
+}
 
 
 @dataclass(frozen=True)
@@ -42,7 +55,7 @@ class CaptureRecord:
     """One record to persist, serialised once: the same JSON goes to the spool and the DB."""
 
     kind: RecordKind
-    item: Trajectory | Event | Reward
+    item: Trajectory | Event | Reward | SealedEvent | TrajectoryEnd
 
     @cached_property
     def document(self) -> str:
@@ -76,6 +89,8 @@ def commit_records(engine: Engine, records: list[CaptureRecord]) -> None:
             [r.item for r in events],
             [r.item for r in records if r.kind == "reward"],
             event_documents=[r.document for r in events],
+            sealed=[r.item for r in records if r.kind == "sealed"],
+            endings=[r.item for r in records if r.kind == "trajectory_end"],
         )
 
 

@@ -199,3 +199,110 @@ def test_feedback_events_and_implicit_signals_become_rewards(live) -> None:
     assert ("test", "task_success") in sources
     assert events[-1].kind == "task_outcome" and events[-1].seq == len(events) - 1
     assert total is not None and total.value == 0.0
+
+
+def test_sealed_raw_copies_open_only_for_permitted_readers(world, registry_url, tmp_path) -> None:
+    import uuid
+
+    import pytest
+    from cryptography.fernet import Fernet
+
+    from proxy.config import GatewayConfig
+    from registry import (
+        NotFoundError,
+        SealedAccessError,
+        TenantPolicy,
+        create_api_key,
+        create_tenant,
+        grant_agent,
+        unseal_event,
+    )
+    from tests.support.gateway import GatewayServer
+
+    engine, _ = world
+    with transaction(engine) as session:
+        create_tenant(
+            session, "vault", TenantPolicy(seal_raw=True, sealed_readers=["grpo-nightly"])
+        )
+        grant_agent(session, "vault", "support-bot")
+        key = create_api_key(session, "vault").key
+    seal_key = Fernet.generate_key().decode()
+    config = GatewayConfig(
+        database_url=registry_url, spool_dir=tmp_path / "sealed", seal_key=seal_key
+    )
+    with GatewayServer(config) as server:
+        raw = client(server, key).chat.completions.with_raw_response.create(
+            model="support-bot",
+            extra_headers={"X-Session-Id": "vault-1"},
+            messages=[{"role": "user", "content": f"Write to {EMAIL} please"}],
+        )
+        server.flush()
+    event_id = uuid.UUID(raw.headers["x-evoplane-event-id"])
+    assert EMAIL not in every_stored_value(engine)
+    with transaction(engine) as session:
+        stored = get_events(session, "vault", uuid.UUID(raw.headers["x-evoplane-trajectory-id"]))
+        assert {e.governance.sealed_ref for e in stored} == {f"sealed:{e.id}" for e in stored}
+        opened = unseal_event(session, "vault", event_id, key=seal_key, reader="grpo-nightly")
+        assert EMAIL in opened.observation.messages[-1].content
+        assert EMAIL in opened.action.content
+        with pytest.raises(SealedAccessError):
+            unseal_event(session, "vault", event_id, key=seal_key, reader="someone-else")
+        with pytest.raises(SealedAccessError):
+            unseal_event(
+                session,
+                "vault",
+                event_id,
+                key=Fernet.generate_key().decode(),
+                reader="grpo-nightly",
+            )
+        with pytest.raises((NotFoundError, SealedAccessError)):
+            unseal_event(session, "acme", event_id, key=seal_key, reader="grpo-nightly")
+
+
+def test_idle_sessions_are_closed_and_abandonment_is_a_weak_signal(
+    world, registry_url, tmp_path
+) -> None:
+    import time
+    import uuid
+
+    from proxy.config import GatewayConfig
+    from registry import get_trajectory
+    from tests.support.gateway import GatewayServer
+
+    engine, keys = world
+    config = GatewayConfig(
+        database_url=registry_url,
+        spool_dir=tmp_path / "idle",
+        abandon_after=0.3,
+        sweep_interval=0.1,
+    )
+    with GatewayServer(config) as server:
+        sdk = client(server, keys["acme"])
+        quiet = sdk.chat.completions.with_raw_response.create(
+            model="support-bot",
+            messages=[{"role": "user", "content": "hello?"}],
+            extra_headers={"X-Session-Id": "gone-quiet"},
+        )
+        done = sdk.chat.completions.with_raw_response.create(
+            model="support-bot",
+            messages=[{"role": "user", "content": "fix it"}],
+            extra_headers={"X-Session-Id": "finished"},
+        )
+        httpx.post(
+            f"{server.base_url}/events",
+            headers={"Authorization": f"Bearer {keys['acme']}"},
+            json={"session_id": "finished", "kind": "task_outcome", "outcome": {"success": True}},
+        )
+        time.sleep(1.0)
+        server.flush()
+    quiet_id = uuid.UUID(quiet.headers["x-evoplane-trajectory-id"])
+    done_id = uuid.UUID(done.headers["x-evoplane-trajectory-id"])
+    with transaction(engine) as session:
+        ended = get_trajectory(session, "acme", quiet_id)
+        finished = get_trajectory(session, "acme", done_id)
+        quiet_rewards = list_rewards(session, "acme", trajectory_id=quiet_id)
+        done_rewards = list_rewards(session, "acme", trajectory_id=done_id)
+    assert ended.ended_at is not None and ended.outcome.status == "abandoned"
+    assert [(r.name, r.confidence) for r in quiet_rewards] == [("session_completed", 0.2)]
+    assert finished.ended_at is not None and finished.outcome.status == "unknown"
+    assert [r.name for r in done_rewards] == ["task_success"]
