@@ -11,7 +11,7 @@ import hashlib
 import json
 from functools import cached_property
 
-from pydantic import Field, NonNegativeInt, PositiveInt
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt
 
 from atdp._base import ATDPModel, JsonObject, Name, Text
 from atdp.event import ChatMessage
@@ -40,6 +40,21 @@ class ModelRef(ATDPModel):
     model: Text | None = Field(default=None, description="Model name sent upstream.")
     checkpoint: Text | None = None
     adapter: Text | None = Field(default=None, description="LoRA adapter name, if any.")
+    prompt_price: NonNegativeFloat | None = Field(
+        default=None, description="USD per million prompt tokens, for cost accounting."
+    )
+    completion_price: NonNegativeFloat | None = Field(
+        default=None, description="USD per million completion tokens."
+    )
+
+    def cost_usd(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """What a call cost at this route's prices; None when no price is known."""
+        if self.prompt_price is None and self.completion_price is None:
+            return None
+        return (
+            prompt_tokens * (self.prompt_price or 0.0)
+            + completion_tokens * (self.completion_price or 0.0)
+        ) / 1e6
 
 
 class FewShotDemo(ATDPModel):

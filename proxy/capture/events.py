@@ -199,13 +199,15 @@ def finish_exchange(
         extra["other_choices"] = [c.get("message") for c in choices[1:]]
     action, logprob_extra = _message_action(choices[0])
     extra.update(logprob_extra)
+    tokens = TokenUsage(
+        prompt=usage.get("prompt_tokens") or 0, completion=usage.get("completion_tokens") or 0
+    )
+    model = pending.exchange.version.spec.model
     metadata = pending.draft.metadata.model_copy(
         update={
             "latency_ms": round(latency_ms, 3),
-            "tokens": TokenUsage(
-                prompt=usage.get("prompt_tokens") or 0,
-                completion=usage.get("completion_tokens") or 0,
-            ),
+            "tokens": tokens,
+            "cost_usd": model.cost_usd(tokens.prompt, tokens.completion),
             "model_checkpoint": response.get("model") or pending.exchange.overlaid.model,
             "extra": {k: v for k, v in extra.items() if v is not None},
         }

@@ -181,3 +181,9 @@ def test_reward_values_are_bounded_so_means_stay_finite(value: float) -> None:
     with pytest.raises(ValidationError) as caught:
         ScalarValue(value=value)
     assert "value" in error_locations(caught.value)
+
+
+def test_cost_follows_the_routes_prices() -> None:
+    route = ModelRef(engine="openai", prompt_price=0.5, completion_price=2.0)
+    assert route.cost_usd(1_000_000, 500_000) == 1.5
+    assert ModelRef(engine="openai").cost_usd(10, 10) is None

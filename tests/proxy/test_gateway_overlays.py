@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import openai
+import pytest
 
 from atdp import (
     Guardrails,
@@ -17,7 +18,7 @@ from atdp import (
 )
 from proxy.overlays import MEMORY_BLOCK_START
 from registry import Alias, MemoryKind, add_memory_item, register_version, set_alias, transaction
-from tests.proxy.test_gateway_sdk import LOOKUP, client
+from tests.proxy.test_gateway_sdk import LOOKUP, client, stored
 
 
 def promote(engine, spec: VersionSpec) -> str:
@@ -47,7 +48,13 @@ def test_harness_memory_and_tool_schema_reach_the_upstream(live, upstream) -> No
             "Globex parcels to Berlin are confidential.",
         )
     spec = VersionSpec(
-        model=ModelRef(engine="openai", base_url=upstream.base_url, model="scripted-model"),
+        model=ModelRef(
+            engine="openai",
+            base_url=upstream.base_url,
+            model="scripted-model",
+            prompt_price=3.0,
+            completion_price=15.0,
+        ),
         harness=Harness(instructions="Answer in one sentence.", template="Policy: {instructions}"),
         memory=MemorySnapshot(item_ids=[str(fact.id), str(hidden.id)], top_k=2),
         tools=ToolSchemaOverlay(
@@ -89,6 +96,10 @@ def test_harness_memory_and_tool_schema_reach_the_upstream(live, upstream) -> No
     call = completion.choices[0].message.tool_calls[0]
     assert json.loads(call.function.arguments) == {"order_id": "A-17"}
     assert version == "support-bot@v2"
+    _, events = stored(server, engine, "acme", "overlay-1")
+    usage = completion.usage
+    expected = (usage.prompt_tokens * 3.0 + usage.completion_tokens * 15.0) / 1e6
+    assert events[-1].metadata.cost_usd == pytest.approx(expected) and expected > 0
 
 
 def test_history_is_renamed_for_the_model_and_blocked_tools_are_removed(live, upstream) -> None:

@@ -65,6 +65,8 @@ def test_plain_completion_applies_the_harness_and_is_captured(live, upstream) ->
     assert llm.observation.messages[0].content.startswith("You are Acme's support agent.")
     assert llm.action.content == completion.choices[0].message.content
     assert llm.metadata.agent_version_id == "support-bot@v1" and llm.metadata.latency_ms > 0
+    assert llm.metadata.tokens.prompt == completion.usage.prompt_tokens > 0
+    assert llm.metadata.cost_usd is None  # the version names no prices
     assert llm.replay.replay_class == "deterministic"
 
 
