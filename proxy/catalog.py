@@ -53,6 +53,8 @@ class Catalog:
         self._expiring: dict[tuple, tuple[float, Any]] = {}
         self._versions: dict[str, AgentVersion] = {}
         self._memory: dict[tuple[str, str], MemoryIndex] = {}
+        self._refreshing: set[tuple] = set()
+        self._tasks: set[asyncio.Task] = set()
 
     async def run(self, work: Callable[..., T], *args: Any) -> T:
         """Run a registry function in a fresh transaction, in a worker thread."""
@@ -64,26 +66,40 @@ class Catalog:
         return await asyncio.to_thread(call)
 
     async def _cached(self, key: tuple, load: Callable[[], Any]) -> Any:
-        """A cached value; when the registry is unreachable, the last one known, however old.
+        """A cached value, refreshed in the background once older than `ttl`.
 
-        Serving with a slightly stale alias or key beats refusing every request while the
-        database is down; capture meanwhile waits in the spool.
+        Only the first look-up of a key waits for the registry; after that a request is
+        served from the cache while a refresh runs (so a promotion or a revoked key takes
+        effect within `ttl` plus one round trip). When the registry is unreachable the last
+        value known is served, however old: capture meanwhile waits in the spool.
         """
         hit = self._expiring.get(key)
-        now = time.monotonic()
-        if hit is not None and hit[0] > now:
+        if hit is not None:
+            if hit[0] <= time.monotonic() and key not in self._refreshing:
+                self._refreshing.add(key)
+                task = asyncio.create_task(self._refresh(key, load))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
             return hit[1]
         try:
             value = await load()
         except Exception as error:
             if not is_unreachable(error):
                 raise
-            if hit is None:
-                raise RegistryUnreachable(str(error)) from error
-            log.warning("registry unreachable; serving a stale %s", key[0])
-            return hit[1]
-        self._expiring[key] = (now + self.ttl, value)
+            raise RegistryUnreachable(str(error)) from error
+        self._expiring[key] = (time.monotonic() + self.ttl, value)
         return value
+
+    async def _refresh(self, key: tuple, load: Callable[[], Any]) -> None:
+        try:
+            self._expiring[key] = (time.monotonic() + self.ttl, await load())
+        except Exception as error:  # noqa: BLE001 - the stale value keeps serving
+            if is_unreachable(error):
+                log.warning("registry unreachable; serving a stale %s", key[0])
+            else:
+                log.exception("refreshing %s failed; serving the cached value", key[0])
+        finally:
+            self._refreshing.discard(key)
 
     async def identity(self, api_key: str) -> ApiKeyIdentity | None:
         return await self._cached(("key", api_key), lambda: self.run(authenticate, api_key))

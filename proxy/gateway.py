@@ -393,7 +393,7 @@ class Gateway:
         state.last_request_key = request_key
         redactor = await self.redactor(tenant)
         seal = self.config.seal_key if (await self.catalog.policy(tenant)).seal_raw else None
-        return Capture(
+        capture = Capture(
             state=state,
             pending=pending,
             redactor=redactor,
@@ -402,6 +402,23 @@ class Gateway:
             draft=redactor.redact_event(pending.draft),
             seal_key=seal,
         )
+        # What the request alone determines is spooled now, while the upstream works.
+        self._submit(capture, pending.before, capture.before)
+        return capture
+
+    def _submit(self, capture: Capture, raw: list[Event], events: list[Event]) -> list[Event]:
+        """Hand events (and, the first time, the trajectory) to the writer; returns them stored."""
+        records: list[CaptureRecord] = []
+        if not capture.state.recorded:
+            records.append(CaptureRecord("trajectory", capture.state.trajectory))
+            capture.state.recorded = True
+        if capture.seal_key:
+            events, sealed = _sealed(raw, events, capture.seal_key)
+            records += [CaptureRecord("sealed", copy) for copy in sealed]
+        records += [CaptureRecord("event", event) for event in events]
+        if records:
+            self.writer.submit(records)
+        return events
 
     def finish_capture(self, capture: Capture, response: dict, latency_ms: float) -> Served:
         """Phase two: the answer, redacted, and everything handed to the capture writer."""
@@ -414,20 +431,12 @@ class Gateway:
         llm = llm.model_copy(update={"observation": draft.observation, "hidden": draft.hidden})
         if draft.governance.redacted_fields:
             llm = llm.model_copy(update={"governance": _merged(llm.governance, draft.governance)})
-        raw, events = [*pending.before, raw_llm], [*capture.before, llm]
-        records: list[CaptureRecord] = []
-        if not state.recorded:
-            records.append(CaptureRecord("trajectory", state.trajectory))
-            state.recorded = True
-        if capture.seal_key:
-            events, sealed = _sealed(raw, events, capture.seal_key)
-            records += [CaptureRecord("sealed", copy) for copy in sealed]
-        records += [CaptureRecord("event", event) for event in events]
+        llm = self._submit(capture, [raw_llm], [llm])[0]
+        events = [*capture.before, llm]
         if pending.exchange.traffic is Traffic.USER:
             rewards = implicit_rewards(events, regenerated=capture.regenerated)
-            records += [CaptureRecord("reward", reward) for reward in rewards]
+            self.writer.submit([CaptureRecord("reward", reward) for reward in rewards])
             self._remember(events)
-        self.writer.submit(records)
         return Served(
             pending.exchange.session, state.trajectory.id, llm.id, pending.exchange.version.id
         )

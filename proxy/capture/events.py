@@ -185,6 +185,9 @@ def begin_exchange(state: SessionState, exchange: Exchange) -> PendingExchange:
         elif role == "user":
             before.append(_user_message(state, exchange, message))
     parent = before[-1].id if before else state.last_llm_event
+    # The request's messages are recorded now: a retry after a failed upstream call does
+    # not record them twice.
+    state.history = keys
     return PendingExchange(exchange, keys, before, _llm_draft(state, exchange, parent))
 
 
