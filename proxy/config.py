@@ -31,4 +31,4 @@ class GatewayConfig:
     abandon_after: float = 1800.0  # seconds of silence after which a session is closed
     sweep_interval: float = 30.0
     capture_batch_size: int = 500
-    capture_flush_interval: float = 0.05
+    capture_flush_interval: float = 0.2  # also the most a power cut can lose (fsync per batch)

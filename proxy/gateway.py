@@ -91,6 +91,21 @@ def _merged(answer: Governance, prompt: Governance) -> Governance:
     )
 
 
+def _with_redacted_answer(redactor: Redactor, raw_llm: Event, draft: Event) -> Event:
+    """The llm_call with its prompt as redacted in phase one and its answer redacted now."""
+    action = raw_llm.action
+    plain_text = action is not None and action.type == "message" and not action.tool_calls
+    if plain_text and not redactor.redact_text(action.content or "").count:
+        # The common case, a text answer with nothing to redact: no second event walk.
+        parts = {"observation": draft.observation, "hidden": draft.hidden}
+        return raw_llm.model_copy(update={**parts, "governance": draft.governance})
+    llm = redactor.redact_event(raw_llm.model_copy(update={"observation": None, "hidden": None}))
+    llm = llm.model_copy(update={"observation": draft.observation, "hidden": draft.hidden})
+    if draft.governance.redacted_fields:
+        llm = llm.model_copy(update={"governance": _merged(llm.governance, draft.governance)})
+    return llm
+
+
 def _sealed(
     raw: list[Event], redacted: list[Event], key: str
 ) -> tuple[list[Event], list[SealedEvent]]:
@@ -290,10 +305,12 @@ class Gateway:
             )
         return engine
 
-    async def complete(self, engine: UpstreamEngine, overlaid: Overlaid) -> dict[str, Any]:
+    async def complete(
+        self, engine: UpstreamEngine, overlaid: Overlaid, sent: asyncio.Event | None = None
+    ) -> dict[str, Any]:
         try:
             return await engine.complete(
-                overlaid.body, model=overlaid.model, timeout=self.config.upstream_timeout
+                overlaid.body, model=overlaid.model, timeout=self.config.upstream_timeout, sent=sent
             )
         except (UpstreamTimeout, UpstreamError) as error:
             raise upstream_failure(error) from None
@@ -324,8 +341,12 @@ class Gateway:
         route, overlaid = await self.prepare(identity.tenant, agent, session, body)
         engine = self.engine_for(route.version, route.base_url)
         started = time.perf_counter()
-        upstream = asyncio.ensure_future(self.complete(engine, overlaid))
-        await asyncio.sleep(0)  # the request goes out before the capture work below
+        sent = asyncio.Event()
+        upstream = asyncio.ensure_future(self.complete(engine, overlaid, sent))
+        # The capture work below runs once the request is on the wire (or failed to leave).
+        await asyncio.wait(
+            [upstream, asyncio.ensure_future(sent.wait())], return_when=asyncio.FIRST_COMPLETED
+        )
         try:
             capture = await self.begin_capture(
                 identity.tenant,
@@ -424,13 +445,7 @@ class Gateway:
         """Phase two: the answer, redacted, and everything handed to the capture writer."""
         state, pending, draft = capture.state, capture.pending, capture.draft
         raw_llm = finish_exchange(state, pending, response, latency_ms)
-        # The observation is redacted already: scan only the answer, then put it back.
-        llm = capture.redactor.redact_event(
-            raw_llm.model_copy(update={"observation": None, "hidden": None})
-        )
-        llm = llm.model_copy(update={"observation": draft.observation, "hidden": draft.hidden})
-        if draft.governance.redacted_fields:
-            llm = llm.model_copy(update={"governance": _merged(llm.governance, draft.governance)})
+        llm = _with_redacted_answer(capture.redactor, raw_llm, draft)
         llm = self._submit(capture, [raw_llm], [llm])[0]
         events = [*capture.before, llm]
         if pending.exchange.traffic is Traffic.USER:

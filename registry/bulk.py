@@ -14,11 +14,11 @@ from sqlmodel import Session
 
 from atdp import Event, Reward, Trajectory
 from registry.db import dumps_json
-from registry.rewards import add_rewards
+from registry.errors import InvalidRecordError
+from registry.rewards import add_rewards, reward_columns
 from registry.sealed import SealedEvent, store_sealed
 from registry.trajectories import (
     TrajectoryEnd,
-    check_event_owners,
     close_trajectory,
     insert_events,
     record_trajectory,
@@ -98,33 +98,84 @@ def _write_rows(session, trajectories, events, rewards, event_documents) -> None
         return
     cursor = session.connection().connection.driver_connection.cursor()
     if trajectories:
-        _copy(cursor, "trajectory", _TRAJECTORY_COLUMNS, [_trajectory_row(t) for t in trajectories])
+        rows = [_trajectory_row(t) for t in trajectories]
+        _copy(cursor, "trajectory", _TRAJECTORY_COLUMNS, rows)
     if events:
-        check_event_owners(session, events)
         documents = event_documents or [e.model_dump_json() for e in events]
+        rows = [_event_row(e, d) for e, d in zip(events, documents, strict=True)]
+        _copy(cursor, "event", _EVENT_COLUMNS, rows, check=_EVENT_OWNERS)
+    if rewards:
         _copy(
             cursor,
-            "event",
-            _EVENT_COLUMNS,
-            [_event_row(e, d) for e, d in zip(events, documents, strict=True)],
+            "reward",
+            _REWARD_COLUMNS,
+            [_reward_row(r) for r in rewards],
+            check=_REWARD_TARGETS,
         )
-    if rewards:
-        add_rewards(session, rewards)
 
 
-def _copy(cursor, table: str, columns: tuple[str, ...], rows: list[tuple]) -> None:
+# Staged rows that break a registry rule, checked in SQL (one round trip, no ORM work):
+# an event whose trajectory is missing or another tenant's; a reward whose trajectory or
+# event is missing, another tenant's, or not each other's.
+_EVENT_OWNERS = """
+    SELECT s.id FROM {staging} s LEFT JOIN trajectory t ON t.id = s.trajectory_id
+    WHERE t.id IS NULL OR t.tenant <> s.tenant LIMIT 1
+"""
+_REWARD_TARGETS = """
+    SELECT s.id FROM {staging} s
+    LEFT JOIN trajectory t ON t.id = s.trajectory_id
+    LEFT JOIN event e ON e.id = s.event_id
+    WHERE t.id IS NULL OR t.tenant <> s.tenant
+       OR (s.event_id IS NOT NULL AND (e.id IS NULL OR e.trajectory_id <> s.trajectory_id))
+    LIMIT 1
+"""
+
+
+def _copy(
+    cursor, table: str, columns: tuple[str, ...], rows: list[tuple], check: str | None = None
+) -> None:
     names = ", ".join(columns)
     staging = f"_evoplane_copy_{table}"
     # Per connection, emptied at each commit; LIKE copies no triggers, so rows may be staged.
+    # Created in the batch's own transaction (a cache of "exists" would be wrong after a
+    # rollback undid the creation).
     cursor.execute(
         f"CREATE TEMP TABLE IF NOT EXISTS {staging} (LIKE {table}) ON COMMIT DELETE ROWS"
     )
     with cursor.copy(f"COPY {staging} ({names}) FROM STDIN") as copy:
         for row in rows:
             copy.write_row(row)
+    if check is not None:
+        broken = cursor.execute(check.format(staging=staging)).fetchone()
+        if broken is not None:
+            raise InvalidRecordError(
+                f"{table} {broken[0]}: its trajectory or event was not found for its tenant, "
+                "or they do not belong together; nothing in this batch was written"
+            )
     cursor.execute(
         f"INSERT INTO {table} ({names}) SELECT {names} FROM {staging} ON CONFLICT DO NOTHING"
     )
+
+
+_REWARD_COLUMNS = (
+    "id",
+    "tenant",
+    "trajectory_id",
+    "event_id",
+    "name",
+    "source",
+    "value_kind",
+    "value_num",
+    "value_label",
+    "critique",
+    "confidence",
+    "created_at",
+)
+
+
+def _reward_row(reward: Reward) -> tuple:
+    row = reward_columns(reward)
+    return tuple(row[column] for column in _REWARD_COLUMNS)
 
 
 def _trajectory_row(trajectory: Trajectory) -> tuple:

@@ -94,7 +94,8 @@ def effective_reward(rewards: Iterable[Reward], name: str | None = None) -> Effe
     )
 
 
-def _row(reward: Reward) -> dict:
+def reward_columns(reward: Reward) -> dict:
+    """The reward as a `reward` table row."""
     match reward.value:
         case ScalarValue(value=v):
             number, label = v, None
@@ -175,7 +176,9 @@ def add_rewards(session: Session, rewards: Sequence[Reward]) -> int:
                 raise InvalidRecordError(
                     f"event {reward.event_id} is not part of trajectory {reward.trajectory_id}"
                 )
-    return _insert_ignoring_duplicates(session, RewardRow.__table__, [_row(r) for r in rewards])
+    return _insert_ignoring_duplicates(
+        session, RewardRow.__table__, [reward_columns(r) for r in rewards]
+    )
 
 
 def list_rewards(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -38,8 +39,13 @@ class UpstreamEngine(abc.ABC):
     """
 
     @abc.abstractmethod
-    async def complete(self, body: dict, *, model: str | None, timeout: float) -> dict:
+    async def complete(
+        self, body: dict, *, model: str | None, timeout: float, sent: asyncio.Event | None = None
+    ) -> dict:
         """One non-streaming chat completion.
+
+        `sent`, when given, is set once the request has left, so the caller can do its own
+        work (the gateway builds capture records) while the upstream computes.
 
         Returns:
             The upstream's `chat.completion` JSON object.

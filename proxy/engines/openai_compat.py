@@ -61,12 +61,14 @@ class OpenAICompatEngine(UpstreamEngine):
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
 
-    async def complete(self, body: dict, *, model: str | None, timeout: float) -> dict:
+    async def complete(
+        self, body: dict, *, model: str | None, timeout: float, sent: asyncio.Event | None = None
+    ) -> dict:
         """One chat completion; `timeout` bounds everything, connection retries included."""
         payload = _payload(body, model, stream=False)
         try:
             async with asyncio.timeout(timeout):
-                async with await self._post(payload, sock_read=None) as response:
+                async with await self._post(payload, sock_read=None, sent=sent) as response:
                     await _raise_for_status(response)
                     raw = await response.read()
         except TimeoutError as error:
@@ -102,7 +104,9 @@ class OpenAICompatEngine(UpstreamEngine):
             await self._session.close()
             self._session = None
 
-    async def _post(self, payload: dict, *, sock_read: float | None) -> aiohttp.ClientResponse:
+    async def _post(
+        self, payload: dict, *, sock_read: float | None, sent: asyncio.Event | None = None
+    ) -> aiohttp.ClientResponse:
         """Sends `payload`, retrying only while no connection could be opened."""
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=self._connect_timeout, sock_read=sock_read
@@ -110,7 +114,11 @@ class OpenAICompatEngine(UpstreamEngine):
         for attempt in range(self.connect_retries + 1):
             try:
                 return await self._client().post(
-                    self._url, json=payload, headers=self._headers, timeout=timeout
+                    self._url,
+                    json=payload,
+                    headers=self._headers,
+                    timeout=timeout,
+                    trace_request_ctx={"sent": sent},
                 )
             except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as error:
                 if attempt == self.connect_retries:
@@ -124,7 +132,11 @@ class OpenAICompatEngine(UpstreamEngine):
             connector = aiohttp.TCPConnector(
                 limit=self._max_connections, keepalive_timeout=KEEPALIVE_S
             )
-            self._session = aiohttp.ClientSession(connector=connector, read_bufsize=READ_BUFFER)
+            traces = aiohttp.TraceConfig()
+            traces.on_request_chunk_sent.append(_mark_sent)
+            self._session = aiohttp.ClientSession(
+                connector=connector, read_bufsize=READ_BUFFER, trace_configs=[traces]
+            )
         return self._session
 
     def _unreachable(self, error: Exception, attempts: int) -> str:
@@ -136,6 +148,13 @@ class OpenAICompatEngine(UpstreamEngine):
     def _lost(self, error: aiohttp.ClientError) -> UpstreamError:
         message = f"{self.base_url} broke the connection mid-request ({error!r}); not retried"
         return UpstreamError(None, message)
+
+
+async def _mark_sent(_session, context, _params) -> None:
+    """Tell the caller its request body is on the wire (it may now do other work)."""
+    sent = (context.trace_request_ctx or {}).get("sent")
+    if sent is not None:
+        sent.set()
 
 
 def _payload(body: dict, model: str | None, *, stream: bool) -> dict:
