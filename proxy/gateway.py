@@ -533,10 +533,19 @@ class Gateway:
 
 
 def upstream_failure(error: UpstreamError | UpstreamTimeout) -> GatewayError:
-    """The client's view of an upstream failure: 504 for a timeout, 502 for anything else."""
+    """The client's view of an upstream failure: 504 for a timeout, 429 for the model's own
+    rate limit (so the agent's SDK backs off and retries), 502 for anything else."""
     if isinstance(error, UpstreamTimeout):
         return GatewayError(
             504, "The upstream model did not answer in time.", code="upstream_timeout"
+        )
+    if error.status == 429:
+        headers = {"Retry-After": error.retry_after} if error.retry_after else None
+        return GatewayError(
+            429,
+            f"The upstream model is rate limited: {error.message}",
+            code="upstream_rate_limited",
+            headers=headers,
         )
     return GatewayError(502, f"The upstream model failed: {error}", code="upstream_error")
 

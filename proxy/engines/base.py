@@ -19,11 +19,14 @@ class UpstreamError(Exception):
         body: the upstream's error body (parsed JSON when it was JSON, else text), if any.
     """
 
-    def __init__(self, status: int | None, message: str, body: Any = None) -> None:
+    def __init__(
+        self, status: int | None, message: str, body: Any = None, *, retry_after: str | None = None
+    ) -> None:
         super().__init__(message if status is None else f"upstream returned {status}: {message}")
         self.status = status
         self.message = message
         self.body = body
+        self.retry_after = retry_after  # the upstream's Retry-After header, if it sent one
 
 
 class UpstreamTimeout(Exception):

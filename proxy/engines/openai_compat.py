@@ -177,7 +177,9 @@ async def _raise_for_status(response: aiohttp.ClientResponse) -> None:
         body: Any = json.loads(raw)
     except ValueError:
         body = _text(raw)
-    raise UpstreamError(response.status, _error_message(body) or response.reason or "", body)
+    message = _error_message(body) or response.reason or ""
+    retry_after = response.headers.get("Retry-After")
+    raise UpstreamError(response.status, message, body, retry_after=retry_after)
 
 
 def _error_message(body: Any) -> str | None:

@@ -179,7 +179,7 @@ def test_identity_errors_in_openai_shape(live, key, agent, error, status) -> Non
     assert set(caught.value.body) >= {"message", "type", "code"}
 
 
-def test_upstream_failures_map_to_502_and_504(live, upstream) -> None:
+def test_upstream_failures_map_to_502_429_and_504(live, upstream) -> None:
     server, _, keys = live
     sdk = client(server, keys["acme"])
     upstream.fail_next(500)
@@ -188,6 +188,13 @@ def test_upstream_failures_map_to_502_and_504(live, upstream) -> None:
             model="support-bot", messages=[{"role": "user", "content": "hi"}]
         )
     assert failed.value.status_code == 502
+    upstream.fail_next(429)
+    with pytest.raises(openai.RateLimitError) as limited:
+        sdk.chat.completions.create(
+            model="support-bot", messages=[{"role": "user", "content": "hi"}]
+        )
+    assert limited.value.body["code"] == "upstream_rate_limited"
+    assert limited.value.response.headers.get("retry-after")
     upstream.hang_next(10)
     with pytest.raises(openai.APIStatusError) as slow:
         sdk.chat.completions.create(
