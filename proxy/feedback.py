@@ -31,7 +31,6 @@ from atdp import (
     utcnow,
 )
 from proxy.capture import CaptureRecord
-from proxy.capture.events import SessionState
 from proxy.errors import GatewayError
 from registry import NotFoundError, get_event, get_events, get_trajectory, list_trajectories
 
@@ -139,7 +138,7 @@ async def _locate(gateway, tenant: str, target: _Target) -> tuple[uuid.UUID, uui
         except NotFoundError:
             raise _not_found("trajectory", target.trajectory_id) from None
         return target.trajectory_id, None
-    state = _live_session(gateway, tenant, target.session_id, target.agent)
+    state = gateway.sessions.find_session(tenant, target.session_id, target.agent)
     if state is not None:
         return state.trajectory.id, None
     found = await gateway.catalog.run(
@@ -150,17 +149,6 @@ async def _locate(gateway, tenant: str, target: _Target) -> tuple[uuid.UUID, uui
     if not found:
         raise _not_found("session", target.session_id)
     return found[0].id, None
-
-
-def _live_session(
-    gateway, tenant: str, session: str | None, agent: str | None
-) -> SessionState | None:
-    for (state_tenant, state_agent, state_session), state in reversed(
-        gateway.sessions._states.items()
-    ):
-        if (state_tenant, state_session) == (tenant, session) and agent in (None, state_agent):
-            return state
-    return None
 
 
 def _not_found(what: str, key: object) -> GatewayError:
@@ -265,7 +253,7 @@ async def record_event(gateway, tenant: str, report: EventReport) -> Event:
             )
         )
     gateway.writer.submit(records)
-    gateway.recent_events[event.id] = (tenant, trajectory_id)
+    gateway.remember([event])
     return event
 
 

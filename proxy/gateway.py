@@ -49,6 +49,7 @@ from registry import (
     ApiKeyIdentity,
     NotFoundError,
     SealedEvent,
+    TenantPolicy,
     TrajectoryEnd,
     check_schema,
     create_db_engine,
@@ -174,7 +175,7 @@ class Gateway:
         self.limiter = TokenBucket(config.rate_limit) if config.rate_limit else None
         self.recent_events: OrderedDict[uuid.UUID, tuple[str, uuid.UUID]] = OrderedDict()
         self._engines: dict[tuple[str, str], UpstreamEngine] = {}
-        self._redactors: dict[str, Redactor] = {}
+        self._redactors: dict[tuple[str, ...], Redactor] = {}
         self._background: set[asyncio.Task] = set()
         self.shadow_failures = 0
 
@@ -368,15 +369,15 @@ class Gateway:
             )
         return restore_response(response, overlaid), served
 
-    async def governance(self, tenant: str, training_opt_out: bool) -> Governance:
-        policy = await self.catalog.policy(tenant)
-        return decide_governance(policy, training_opt_out=training_opt_out, now=utcnow())
-
     async def redactor(self, tenant: str) -> Redactor:
-        redactor = self._redactors.get(tenant)
+        return self.redactor_for(await self.catalog.policy(tenant))
+
+    def redactor_for(self, policy: TenantPolicy) -> Redactor:
+        """The redactor of a policy's patterns, built once per distinct set of patterns."""
+        patterns = tuple(policy.redaction_patterns)
+        redactor = self._redactors.get(patterns)
         if redactor is None:
-            policy = await self.catalog.policy(tenant)
-            redactor = self._redactors[tenant] = Redactor(policy.redaction_patterns)
+            redactor = self._redactors[patterns] = Redactor(patterns)
         return redactor
 
     async def begin_capture(
@@ -396,6 +397,7 @@ class Gateway:
         state = book.get(tenant, agent, session)
         if state is None or state.trajectory.versions.agent_version_id != version.id:
             state = book.start(new_trajectory(tenant, agent, session, version))
+        policy = await self.catalog.policy(tenant)
         # Only real users' data may train: shadow and evaluation traffic never does.
         opt_out = training_opt_out or traffic is not Traffic.USER
         exchange = Exchange(
@@ -406,14 +408,14 @@ class Gateway:
             overlaid=overlaid,
             version=version,
             traffic=traffic,
-            governance=await self.governance(tenant, opt_out),
+            governance=decide_governance(policy, training_opt_out=opt_out, now=utcnow()),
         )
         pending = begin_exchange(state, exchange)
         request_key = hashlib.sha1("".join(pending.keys).encode()).hexdigest()
         regenerated = state.last_llm_event if request_key == state.last_request_key else None
         state.last_request_key = request_key
-        redactor = await self.redactor(tenant)
-        seal = self.config.seal_key if (await self.catalog.policy(tenant)).seal_raw else None
+        redactor = self.redactor_for(policy)
+        seal = self.config.seal_key if policy.seal_raw else None
         capture = Capture(
             state=state,
             pending=pending,
@@ -451,7 +453,7 @@ class Gateway:
         if pending.exchange.traffic is Traffic.USER:
             rewards = implicit_rewards(events, regenerated=capture.regenerated)
             self.writer.submit([CaptureRecord("reward", reward) for reward in rewards])
-            self._remember(events)
+            self.remember(events)
         return Served(
             pending.exchange.session, state.trajectory.id, llm.id, pending.exchange.version.id
         )
@@ -483,7 +485,8 @@ class Gateway:
         )
         return self.finish_capture(capture, response, latency_ms)
 
-    def _remember(self, events: list[Event]) -> None:
+    def remember(self, events: list[Event]) -> None:
+        """Recent events' owners, so feedback on them is tenant-checked without the registry."""
         for event in events:
             self.recent_events[event.id] = (event.metadata.tenant, event.trajectory_id)
         while len(self.recent_events) > 200_000:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from sqlmodel import Session
 
 from atdp import Event, Reward, Trajectory
-from registry.db import dumps_json
+from registry.db import dumps_json, may_hold_big_floats
 from registry.errors import InvalidRecordError
 from registry.rewards import add_rewards, reward_columns
 from registry.sealed import SealedEvent, store_sealed
@@ -197,7 +197,7 @@ def _trajectory_row(trajectory: Trajectory) -> tuple:
 
 
 def _event_row(event: Event, document: str) -> tuple:
-    if "e+" in document:  # a float JSONB would turn into a different integer: see dumps_json
+    if may_hold_big_floats(document):  # JSONB would turn such a float into another integer
         document = dumps_json(event.model_dump(mode="json"))
     return (
         event.id,

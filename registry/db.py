@@ -41,7 +41,7 @@ _MARK = "\x00f{}\x00"
 def dumps_json(value: object) -> str:
     """Compact JSON, non-ASCII kept as is, with floats that survive JSONB unchanged."""
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    if "e+" not in text:  # no exponent form, so no big float: the common, fast case
+    if not may_hold_big_floats(text):  # the common, fast case
         return text
     big_floats: list[float] = []
     prepared = _mark_big_floats(value, big_floats)
@@ -49,6 +49,11 @@ def dumps_json(value: object) -> str:
     for index, number in enumerate(big_floats):
         text = text.replace(json.dumps(_MARK.format(index)), f"{int(number)}.0", 1)
     return text
+
+
+def may_hold_big_floats(text: str) -> bool:
+    """Whether JSON text may hold a float JSONB would change (exponent form, e.g. 2.7e+16)."""
+    return "e+" in text
 
 
 def _mark_big_floats(value: object, found: list[float]) -> object:

@@ -48,7 +48,6 @@ __all__ = [
     "SessionBook",
     "SessionState",
     "begin_exchange",
-    "exchange_events",
     "finish_exchange",
     "message_key",
 ]
@@ -114,6 +113,15 @@ class SessionBook:
     def forget(self, state: SessionState) -> None:
         trajectory = state.trajectory
         self._states.pop((trajectory.tenant, trajectory.agent, trajectory.session), None)
+
+    def find_session(
+        self, tenant: str, session: str, agent: str | None = None
+    ) -> SessionState | None:
+        """The most recent live state of a tenant's session (of `agent`, if given)."""
+        for (key_tenant, key_agent, key_session), state in reversed(self._states.items()):
+            if (key_tenant, key_session) == (tenant, session) and agent in (None, key_agent):
+                return state
+        return None
 
     def find_trajectory(self, trajectory_id: uuid.UUID) -> SessionState | None:
         for state in reversed(self._states.values()):
@@ -224,14 +232,6 @@ def finish_exchange(
     for call in action.tool_calls:
         state.calls[call.id] = (llm.id, call)
     return llm
-
-
-def exchange_events(
-    state: SessionState, exchange: Exchange, response: dict[str, Any], latency_ms: float
-) -> list[Event]:
-    """Both phases at once: the events of one exchange, in order."""
-    pending = begin_exchange(state, exchange)
-    return [*pending.before, finish_exchange(state, pending, response, latency_ms)]
 
 
 def _metadata(exchange: Exchange, **fields: Any) -> EventMetadata:
