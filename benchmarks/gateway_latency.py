@@ -1,13 +1,15 @@
-"""Gateway overhead: the same loopback upstream (fixed 20 ms) called directly and through the
-gateway (capture on, PostgreSQL registry), interleaved in one run.
+"""Gateway overhead: the same loopback upstream (fixed 20 ms) called directly, through a
+bare pass-through proxy and through the gateway (capture on, PostgreSQL registry),
+interleaved in one run.
 
-    .venv/bin/python -m benchmarks.gateway_latency [--requests 200] [--write]
+    .venv/bin/python -m benchmarks.gateway_latency [--requests 200] [--clients 1,8,32] [--write]
 
-Prints, per concurrency (1, 8, 32): p50/p99 of direct calls, of gateway calls, and the
-added latency; then the open-loop request rate at which the gateway's added p50 passes
-10 ms; then the capture rate the gateway sustains into PostgreSQL under a burst, and
-whether every submitted record was committed. Each of upstream, gateway and this load
-generator runs in its own process. --write appends the results to benchmarks/RESULTS.md.
+Prints, per concurrency: p50/p99 of direct calls and the latency the bare proxy and the
+gateway add to them (the bare proxy is the floor any Python hop on this machine pays);
+then the open-loop request rate at which the gateway's added p50 passes 10 ms; then the
+capture rate the gateway sustains into PostgreSQL under a burst, and whether every
+submitted record was committed. Upstream, bare proxy, gateway and this load generator each
+run in their own process. --write appends the results to benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import aiohttp
+import httpx
 
 from atdp import Harness, ModelRef, VersionSpec
 from benchmarks.support import ROOT, drop_schema, fresh_schema_url, start_upstream
@@ -74,16 +77,31 @@ def start_gateway(url: str, data_dir: Path, port: int) -> subprocess.Popen:
         "EVOPLANE_GATEWAY_PORT": str(port),
     }
     process = subprocess.Popen([str(Path(sys.executable).parent / "evoplane"), "gateway"], env=env)
-    deadline = time.monotonic() + 60
+    wait_for(f"http://127.0.0.1:{port}/healthz")
+    return process
+
+
+def start_passthrough(upstream_url: str, port: int) -> subprocess.Popen:
+    """The bare pass-through proxy (benchmarks/passthrough.py): the floor for a Python hop."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.passthrough", "--upstream", upstream_url]
+        + ["--port", str(port)],
+        cwd=ROOT,
+    )
+    wait_for(f"http://127.0.0.1:{port}/v1/models")
+    return process
+
+
+def wait_for(url: str, seconds: float = 60) -> None:
+    """Until `url` answers at all (any status)."""
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         try:
-            import httpx
-
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                return process
-        except Exception:  # noqa: BLE001
+            httpx.get(url, timeout=1)
+            return
+        except httpx.TransportError:
             time.sleep(0.2)
-    raise RuntimeError("gateway did not start")
+    raise RuntimeError(f"{url} did not come up")
 
 
 async def closed_loop(url: str, headers: dict, clients: int, per_client: int) -> list[float]:
@@ -206,15 +224,15 @@ def writer_throughput(url: str, events: int) -> tuple[float, int]:
     return events / elapsed, lost
 
 
+def cpu_seconds(pid: int) -> float:
+    """User plus system CPU time a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
-def health(port: int) -> dict:
-    import httpx
-
-    return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).json()["capture"]
 
 
 def main() -> None:
@@ -224,6 +242,10 @@ def main() -> None:
     )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--capture-events", type=int, default=20_000)
+    parser.add_argument(
+        "--clients", default="1,8,32", help="comma-separated concurrency levels (closed loop)"
+    )
+    parser.add_argument("--rates", default="25,50,100,150,200,300,400", help="open-loop req/s")
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
 
@@ -235,33 +257,51 @@ def main() -> None:
     lines: list[str] = []
     with tempfile.TemporaryDirectory() as data:
         gateway = start_gateway(url, Path(data), port)
+        bare = start_passthrough(upstream_url, port + 1)
         try:
-            direct = (f"{upstream_url}/chat/completions", {})
-            through = (
-                f"http://127.0.0.1:{port}/v1/chat/completions",
-                {"Authorization": f"Bearer {key}"},
-            )
-            asyncio.run(closed_loop(*through, 4, 20))  # warm caches and pools
+            targets = {
+                "direct": (f"{upstream_url}/chat/completions", {}),
+                "bare": (f"http://127.0.0.1:{port + 1}/v1/chat/completions", {}),
+                "gateway": (
+                    f"http://127.0.0.1:{port}/v1/chat/completions",
+                    {"Authorization": f"Bearer {key}"},
+                ),
+            }
+            asyncio.run(closed_loop(*targets["gateway"], 4, 20))  # warm caches and pools
+            asyncio.run(closed_loop(*targets["bare"], 4, 20))
             rows = []
-            for clients in (1, 8, 32):
+            for clients in [int(c) for c in args.clients.split(",") if c]:
                 per_client = max(10, args.requests // clients)
-                d, g = [], []
+                runs: dict[str, list[float]] = {name: [] for name in targets}
+                cpu = {"bare": 0.0, "gateway": 0.0}
                 for _ in range(args.rounds):
-                    d += asyncio.run(closed_loop(*direct, clients, per_client))
-                    g += asyncio.run(closed_loop(*through, clients, per_client))
-                row = (clients, pct(d, 0.5), pct(d, 0.99), pct(g, 0.5), pct(g, 0.99))
+                    for name, target in targets.items():
+                        server = {"bare": bare.pid, "gateway": gateway.pid}.get(name)
+                        before = cpu_seconds(server) if server else 0.0
+                        runs[name] += asyncio.run(closed_loop(*target, clients, per_client))
+                        if server:
+                            cpu[name] += cpu_seconds(server) - before
+                requests = args.rounds * clients * per_client
+                cpu_ms = {name: 1000 * seconds / requests for name, seconds in cpu.items()}
+                row = (
+                    clients,
+                    *[pct(runs[n], q) for n in targets for q in (0.5, 0.99)],
+                    cpu_ms["bare"],
+                    cpu_ms["gateway"],
+                )
                 rows.append(row)
+                _, d50, d99, b50, b99, g50, g99, bare_cpu, gateway_cpu = row
                 print(
-                    "{:3d} clients  direct {:6.2f} / {:6.2f}  gateway {:6.2f} / {:6.2f}  "
-                    "added {:5.2f} / {:5.2f} ms (p50 / p99)".format(
-                        *row, row[3] - row[1], row[4] - row[2]
-                    )
+                    f"{clients:3d} clients  direct {d50:6.2f} / {d99:6.2f}  "
+                    f"bare proxy adds {b50 - d50:5.2f} / {b99 - d99:5.2f}  "
+                    f"gateway adds {g50 - d50:5.2f} / {g99 - d99:5.2f} ms (p50 / p99); "
+                    f"CPU per request: bare {bare_cpu:.2f} ms, gateway {gateway_cpu:.2f} ms"
                 )
             knee = None
             sweep = []
-            for rate in (25, 50, 100, 150, 200, 300, 400):
-                d = asyncio.run(open_loop(*direct, rate, 3))
-                g = asyncio.run(open_loop(*through, rate, 3))
+            for rate in [int(r) for r in args.rates.split(",") if r]:
+                d = asyncio.run(open_loop(*targets["direct"], rate, 3))
+                g = asyncio.run(open_loop(*targets["gateway"], rate, 3))
                 added = statistics.median(g) - statistics.median(d)
                 sweep.append((rate, added))
                 print(f"open loop {rate:4d} req/s: added p50 {added:6.2f} ms")
@@ -280,13 +320,16 @@ def main() -> None:
             lines = [
                 f"\n## Gateway overhead ({today})\n",
                 f"`{command}`: an upstream with a fixed 20 ms delay, called directly and through "
-                "the gateway (capture on, PostgreSQL registry), interleaved; upstream, gateway and "
-                "load generator each in their own process.\n",
-                "| clients | direct p50 / p99 ms | gateway p50 / p99 ms | added p50 / p99 ms |",
-                "|---|---|---|---|",
+                "a bare pass-through proxy (benchmarks/passthrough.py: same server stack, no "
+                "auth, no capture) and the gateway (capture on, PostgreSQL registry), "
+                "interleaved; each server and the load generator in its own process.\n",
+                "| clients | direct p50 / p99 ms | bare proxy adds p50 / p99 ms "
+                "| gateway adds p50 / p99 ms | server CPU per request, bare / gateway ms |",
+                "|---|---|---|---|---|",
                 *[
-                    f"| {c} | {a:.2f} / {b:.2f} | {x:.2f} / {y:.2f} | {x - a:.2f} / {y - b:.2f} |"
-                    for c, a, b, x, y in rows
+                    f"| {c} | {d50:.2f} / {d99:.2f} | {b50 - d50:.2f} / {b99 - d99:.2f} "
+                    f"| {g50 - d50:.2f} / {g99 - d99:.2f} | {bc:.2f} / {gc:.2f} |"
+                    for c, d50, d99, b50, b99, g50, g99, bc, gc in rows
                 ],
                 "",
                 "Open loop, added p50 by request rate: "
@@ -302,8 +345,9 @@ def main() -> None:
                 f"{capture_rate:,.0f} events/s sustained, {capture_lost} lost.",
             ]
         finally:
-            gateway.terminate()
-            gateway.wait(30)
+            for process in (gateway, bare):
+                process.terminate()
+                process.wait(30)
             upstream.stdin.close()
             upstream.wait(10)
             drop_schema(schema)

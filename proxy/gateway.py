@@ -426,11 +426,13 @@ class Gateway:
             seal_key=seal,
         )
         # What the request alone determines is spooled now, while the upstream works.
-        self._submit(capture, pending.before, capture.before)
+        self.writer.submit(self._records(capture, pending.before, capture.before)[0])
         return capture
 
-    def _submit(self, capture: Capture, raw: list[Event], events: list[Event]) -> list[Event]:
-        """Hand events (and, the first time, the trajectory) to the writer; returns them stored."""
+    def _records(
+        self, capture: Capture, raw: list[Event], events: list[Event]
+    ) -> tuple[list[CaptureRecord], list[Event]]:
+        """Records for events (and, the first time, the trajectory), and the events as stored."""
         records: list[CaptureRecord] = []
         if not capture.state.recorded:
             records.append(CaptureRecord("trajectory", capture.state.trajectory))
@@ -439,21 +441,20 @@ class Gateway:
             events, sealed = _sealed(raw, events, capture.seal_key)
             records += [CaptureRecord("sealed", copy) for copy in sealed]
         records += [CaptureRecord("event", event) for event in events]
-        if records:
-            self.writer.submit(records)
-        return events
+        return records, events
 
     def finish_capture(self, capture: Capture, response: dict, latency_ms: float) -> Served:
         """Phase two: the answer, redacted, and everything handed to the capture writer."""
         state, pending, draft = capture.state, capture.pending, capture.draft
         raw_llm = finish_exchange(state, pending, response, latency_ms)
         llm = _with_redacted_answer(capture.redactor, raw_llm, draft)
-        llm = self._submit(capture, [raw_llm], [llm])[0]
+        records, (llm,) = self._records(capture, [raw_llm], [llm])
         events = [*capture.before, llm]
         if pending.exchange.traffic is Traffic.USER:
             rewards = implicit_rewards(events, regenerated=capture.regenerated)
-            self.writer.submit([CaptureRecord("reward", reward) for reward in rewards])
+            records += [CaptureRecord("reward", reward) for reward in rewards]
             self.remember(events)
+        self.writer.submit(records)  # one spool write: durable before the answer leaves
         return Served(
             pending.exchange.session, state.trajectory.id, llm.id, pending.exchange.version.id
         )
