@@ -1,0 +1,167 @@
+"""What the control plane knows about a window of traffic: the input to every decision.
+
+`WindowSpec` names the window (agent, tenants, time or count); `evolution.analysis`
+computes a `WindowStats` from the registry; `evolution.decision` reads only `WindowStats`.
+Everything here is a plain, serialisable value, so it can cross Temporal activity
+boundaries and be stored with the decision that used it.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "CanaryDelta",
+    "Drift",
+    "FailureCluster",
+    "FailureKind",
+    "Mean",
+    "Rate",
+    "Regression",
+    "WindowSpec",
+    "WindowStats",
+]
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class WindowSpec(_Value):
+    """Which traffic to look at.
+
+    Args:
+        tenants: None for every tenant the agent serves.
+        since, until: a time window; `until` defaults to now.
+        last: a count window: the newest `last` trajectories before `until` (after `since`).
+        version_id: only trajectories served by this agent version.
+    """
+
+    agent: str
+    tenants: list[str] | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    last: int | None = Field(default=None, ge=1)
+    version_id: str | None = None
+
+    @model_validator(mode="after")
+    def _bounded(self) -> WindowSpec:
+        if self.since is None and self.last is None:
+            raise ValueError("a window needs `since` (a time window) or `last` (a count window)")
+        if self.since and self.until and self.until <= self.since:
+            raise ValueError("`until` must be after `since`")
+        return self
+
+
+class Rate(_Value):
+    """A proportion with its 95% Wilson interval (rate None when total is 0)."""
+
+    successes: int = Field(ge=0)
+    total: int = Field(ge=0)
+    rate: float | None
+    low: float
+    high: float
+
+
+class Mean(_Value):
+    """A mean with its 95% confidence interval (all None when n is 0)."""
+
+    n: int = Field(ge=0)
+    mean: float | None
+    low: float | None
+    high: float | None
+
+
+class FailureKind(StrEnum):
+    """Where a failure points, read off its evidence (not a decision yet)."""
+
+    TOOL_ARGUMENT = "tool_argument"  # a tool refused its arguments: format, type, enum, missing
+    TOOL_ROUTING = (
+        "tool_routing"  # the wrong tool, an unknown or blocked tool, no tool when one was due
+    )
+    MISSING_FACT = "missing_fact"  # users had to supply or correct a fact the agent lacked
+    INSTRUCTION = "instruction"  # the answer broke an instruction: format, policy, tone, steps
+    TASK = "task"  # the task failed with no more specific evidence
+
+
+class FailureCluster(_Value):
+    """Failures that share a cause, with how widely they spread.
+
+    `key` identifies the cluster within its kind: "tool.parameter:error_class" for tool
+    failures, the normalised topic for missing facts, the category for instruction
+    failures.
+    """
+
+    kind: FailureKind
+    key: str
+    tool: str | None = None
+    parameter: str | None = None
+    error_class: str | None = None
+    count: int = Field(ge=1)
+    trajectories: int = Field(ge=1)
+    share: float = Field(ge=0.0, le=1.0, description="trajectories / window trajectories")
+    tenants: list[str]
+    task_types: list[str]
+    tool_setups: list[str] = Field(description="fingerprints of the tool sets offered")
+    example_event_ids: list[uuid.UUID] = Field(max_length=5)
+    examples: list[str] = Field(default_factory=list, max_length=5)
+
+
+class Drift(_Value):
+    """How far the workload mix moved against the previous window of the same length."""
+
+    divergence: float = Field(ge=0.0, le=1.0, description="Jensen-Shannon, base 2")
+    previous_trajectories: int = Field(ge=0)
+    grown: list[str] = Field(default_factory=list, description="task types whose share rose most")
+
+
+class CanaryDelta(_Value):
+    """Live effective reward of the canary against stable, over the same window."""
+
+    stable_version: str
+    canary_version: str
+    weight: float
+    stable: Mean
+    canary: Mean
+    delta: float | None
+
+
+class Regression(_Value):
+    """The current stable against the version it replaced (set after a promotion)."""
+
+    version_id: str
+    parent_id: str
+    promoted_at: datetime
+    current: Mean
+    parent: Mean
+    delta: float | None
+
+
+class WindowStats(_Value):
+    """The window, measured. Rates count trajectories unless named otherwise."""
+
+    spec: WindowSpec
+    since: datetime
+    until: datetime
+    stable_version: str | None
+    trajectories: int = Field(ge=0)
+    sessions: int = Field(ge=0)
+    llm_calls: int = Field(ge=0)
+    tool_calls: int = Field(ge=0)
+    tenants: list[str]
+    task_types: list[str]
+    tool_setups: list[str]
+    task_success: Rate
+    reward: Mean
+    correction_rate: Rate = Field(description="llm calls followed by a user correction or retry")
+    tool_error_rate: Rate = Field(description="tool calls that failed")
+    failures: list[FailureCluster] = Field(description="largest first")
+    cost_usd: float = Field(ge=0.0)
+    cost_per_success: float | None
+    drift: Drift | None
+    canary: CanaryDelta | None
+    regression: Regression | None
