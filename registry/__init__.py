@@ -26,10 +26,13 @@ from registry.db import (
 )
 from registry.errors import AlreadyExistsError, InvalidRecordError, NotFoundError, RegistryError
 from registry.evolutions import (
+    EvolutionAlreadyRunning,
     EvolutionRecord,
     append_stage,
+    finish_evolution,
     get_evolution,
     list_evolutions,
+    running_evolution,
     start_evolution,
     update_evolution,
 )
@@ -102,6 +105,7 @@ __all__ = [
     "DatabaseURLError",
     "DatabaseUnavailableError",
     "EffectiveReward",
+    "EvolutionAlreadyRunning",
     "EvolutionRecord",
     "InvalidRecordError",
     "IssuedApiKey",
@@ -137,6 +141,7 @@ __all__ = [
     "effective_reward_of_event",
     "effective_reward_of_trajectory",
     "export_records",
+    "finish_evolution",
     "get_agent",
     "get_event",
     "get_events",
@@ -164,6 +169,7 @@ __all__ = [
     "register_version",
     "revoke_api_key",
     "route_session",
+    "running_evolution",
     "seal_event",
     "set_alias",
     "set_memory_status",

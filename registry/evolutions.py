@@ -9,21 +9,36 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+import sqlalchemy as sa
 from pydantic import BaseModel, Field
 from sqlmodel import Session, select
 
 from atdp import utcnow
-from registry.errors import NotFoundError
+from registry.errors import NotFoundError, RegistryError
 from registry.tables import AgentRow, EvolutionRow
 
 __all__ = [
+    "EvolutionAlreadyRunning",
     "EvolutionRecord",
     "append_stage",
+    "finish_evolution",
     "get_evolution",
     "list_evolutions",
+    "running_evolution",
     "start_evolution",
     "update_evolution",
 ]
+
+
+class EvolutionAlreadyRunning(RegistryError):
+    """The agent has an unfinished evolution; one at a time per agent."""
+
+    def __init__(self, agent: str, running: str) -> None:
+        super().__init__(
+            f"agent {agent} already has an evolution running ({running}); wait for it to "
+            f"finish or abort it (`evoplane abort {running}`)"
+        )
+        self.agent, self.running = agent, running
 
 
 class EvolutionRecord(BaseModel):
@@ -75,6 +90,9 @@ def start_evolution(
     existing = session.get(EvolutionRow, evolution_id)
     if existing is not None:
         return _record(existing)
+    running = running_evolution(session, agent)
+    if running is not None:
+        raise EvolutionAlreadyRunning(agent, running.id)
     now = utcnow()
     row = EvolutionRow(
         id=evolution_id,
@@ -86,6 +104,33 @@ def start_evolution(
         created_at=now,
         updated_at=now,
     )
+    session.add(row)
+    try:
+        with session.begin_nested():  # the unique index decides a race between two starts
+            session.flush()
+    except sa.exc.IntegrityError:
+        running = running_evolution(session, agent)
+        raise EvolutionAlreadyRunning(agent, running.id if running else "?") from None
+    return _record(row)
+
+
+def running_evolution(session: Session, agent: str) -> EvolutionRecord | None:
+    """The agent's unfinished evolution, if any."""
+    statement = select(EvolutionRow).where(
+        EvolutionRow.agent == agent, EvolutionRow.outcome.is_(None)
+    )
+    row = session.exec(statement).first()
+    return _record(row) if row is not None else None
+
+
+def finish_evolution(
+    session: Session, evolution_id: str, outcome: str, *, stage: str = "done"
+) -> EvolutionRecord:
+    """Set the outcome once; finishing again with the same outcome is a no-op."""
+    row = _row(session, evolution_id)
+    if row.outcome is not None and row.outcome != outcome:
+        raise ValueError(f"evolution {evolution_id} already finished as {row.outcome}")
+    row.outcome, row.stage, row.updated_at = outcome, stage, utcnow()
     session.add(row)
     session.flush()
     return _record(row)

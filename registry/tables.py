@@ -198,7 +198,18 @@ class EvolutionRow(SQLModel, table=True):
     """One evolution of one agent: decision, gate stages, outcome, and where to watch it."""
 
     __tablename__ = "evolution"
-    __table_args__ = (sa.Index("ix_evolution_agent_created", "agent", "created_at"),)
+    __table_args__ = (
+        sa.Index("ix_evolution_agent_created", "agent", "created_at"),
+        # At most one unfinished evolution per agent: two at once would gate and promote
+        # against each other's moving baseline.
+        sa.Index(
+            "ux_evolution_agent_running",
+            "agent",
+            unique=True,
+            postgresql_where=sa.text("outcome IS NULL"),
+            sqlite_where=sa.text("outcome IS NULL"),
+        ),
+    )
 
     id: str = Field(primary_key=True, max_length=200)  # the Temporal workflow id
     agent: str = Field(foreign_key="agent.name", max_length=64)

@@ -7,6 +7,7 @@ import sqlalchemy as sa
 
 from registry import (
     AlreadyExistsError,
+    EvolutionAlreadyRunning,
     InvalidRecordError,
     NotFoundError,
     TenantPolicy,
@@ -14,11 +15,13 @@ from registry import (
     authenticate,
     create_api_key,
     create_tenant,
+    finish_evolution,
     get_evolution,
     get_tenant,
     list_agents,
     list_evolutions,
     revoke_api_key,
+    running_evolution,
     start_evolution,
     tenant_agents,
     transaction,
@@ -94,3 +97,18 @@ def test_evolution_records(world) -> None:
             record.id
         ]
         assert list_evolutions(session, outcome="promoted") == []
+
+
+def test_one_running_evolution_per_agent(world) -> None:
+    with transaction(world) as session:
+        start_evolution(session, "evolution-support-bot-1", "support-bot")
+    with transaction(world) as session, pytest.raises(EvolutionAlreadyRunning, match="-1"):
+        start_evolution(session, "evolution-support-bot-2", "support-bot")
+    with transaction(world) as session:
+        finish_evolution(session, "evolution-support-bot-1", "promoted")
+        finish_evolution(session, "evolution-support-bot-1", "promoted")  # a retry
+        with pytest.raises(ValueError, match="already finished as promoted"):
+            finish_evolution(session, "evolution-support-bot-1", "aborted")
+    with transaction(world) as session:
+        assert start_evolution(session, "evolution-support-bot-2", "support-bot").stage == "started"
+        assert running_evolution(session, "support-bot").id == "evolution-support-bot-2"
