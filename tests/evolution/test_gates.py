@@ -1,0 +1,287 @@
+"""The gate judge on known distributions: it passes equals, fails clear harm, waits for data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from evolution.gates import (
+    GateConfig,
+    GateResult,
+    MetricSamples,
+    ReplayCase,
+    Sample,
+    Verdict,
+    judge,
+    judge_replay,
+)
+
+CONFIG = GateConfig()
+
+
+def rewards(rng: np.random.Generator, tenant: str, mean: float, n: int) -> list[Sample]:
+    """Per-session rewards in [0, 1] around `mean`."""
+    values = np.clip(rng.normal(mean, 0.15, n), 0.0, 1.0)
+    return [
+        Sample(tenant=tenant, value=float(v), key=f"{tenant}-{i}") for i, v in enumerate(values)
+    ]
+
+
+def errors(rng: np.random.Generator, tenant: str, rate: float, n: int) -> list[Sample]:
+    """Per-session error flags (1 = the session hit an error)."""
+    return [Sample(tenant=tenant, value=float(v)) for v in rng.random(n) < rate]
+
+
+def reward_metric(
+    baseline: dict[str, float], candidate: dict[str, float], n: int = 120, seed: int = 1
+) -> MetricSamples:
+    rng = np.random.default_rng(seed)
+    return MetricSamples(
+        name="reward",
+        baseline=[s for tenant, mean in baseline.items() for s in rewards(rng, tenant, mean, n)],
+        candidate=[s for tenant, mean in candidate.items() for s in rewards(rng, tenant, mean, n)],
+    )
+
+
+def error_metric(baseline_rate: float, candidate_rate: float, n: int = 200) -> MetricSamples:
+    rng = np.random.default_rng(2)
+    return MetricSamples(
+        name="error_rate",
+        baseline=errors(rng, "acme", baseline_rate, n),
+        candidate=errors(rng, "acme", candidate_rate, n),
+        higher_is_better=False,
+    )
+
+
+# --- live gates -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["mann_whitney", "bootstrap"])
+def test_equal_distributions_pass(method: str) -> None:
+    metric = reward_metric({"acme": 0.7, "globex": 0.6}, {"acme": 0.7, "globex": 0.6})
+    result = judge("canary", [metric], GateConfig(method=method), step=1, weight=0.05)
+    assert result.verdict is Verdict.PASS, result.reason
+    assert result.reason.startswith("canary gate passed: 1 metric within tolerance 0.05")
+    assert (result.step, result.weight) == (1, 0.05)
+    assert [j.tenant for j in result.tenants] == ["acme", "globex"]
+    assert all(j.verdict is Verdict.PASS and j.judged for j in result.tenants)
+
+
+@pytest.mark.parametrize("method", ["mann_whitney", "bootstrap"])
+def test_a_clearly_worse_candidate_fails(method: str) -> None:
+    metric = reward_metric({"acme": 0.7}, {"acme": 0.5})
+    result = judge("canary", [metric], GateConfig(method=method))
+    assert result.verdict is Verdict.FAIL
+    assert result.reason.startswith("canary gate failed: metric reward is worse by 0.")
+    assert "beyond tolerance 0.05, and significantly so" in result.reason
+    assert "more judgement" not in result.reason  # its one tenant says the same again
+    (aggregate,) = result.metrics
+    assert aggregate.delta == pytest.approx(-0.2, abs=0.05)
+    if method == "bootstrap":
+        assert aggregate.p_value is None and aggregate.delta_high < -0.05
+    else:
+        assert aggregate.p_value < 0.001 and aggregate.effect < 0.25
+
+
+def test_a_clearly_better_candidate_passes() -> None:
+    """A significant difference towards the candidate is no reason to stop it."""
+    result = judge("canary", [reward_metric({"acme": 0.5}, {"acme": 0.8})], CONFIG)
+    assert result.verdict is Verdict.PASS
+    assert result.metrics[0].effect > 0.9
+
+
+def test_the_mean_decides_the_direction_even_when_ranks_favour_the_candidate() -> None:
+    """Most sessions slightly better, a quarter ruined: the expected reward is what users get."""
+    metric = MetricSamples(
+        name="reward",
+        baseline=[Sample(tenant="acme", value=0.6)] * 100,
+        candidate=[Sample(tenant="acme", value=0.7)] * 75 + [Sample(tenant="acme", value=0.0)] * 25,
+    )
+    result = judge("canary", [metric], CONFIG)
+    assert result.metrics[0].effect == 0.75
+    assert result.verdict is Verdict.FAIL
+    assert "worse by 0.075" in result.reason
+
+
+def test_too_few_samples_are_marginal() -> None:
+    metric = reward_metric({"acme": 0.7}, {"acme": 0.7}, n=12)
+    result = judge("shadow", [metric], CONFIG)
+    assert result.verdict is Verdict.MARGINAL
+    assert result.reason == (
+        "shadow gate marginal: metric reward: too few samples to judge "
+        "(12 baseline, 12 candidate; 30 needed on each side)"
+    )
+
+
+def test_worse_beyond_tolerance_but_not_significant_is_marginal() -> None:
+    metric = MetricSamples(
+        name="reward",
+        baseline=[Sample(tenant="acme", value=v) for v in [1.0] * 15 + [0.0] * 15],
+        candidate=[Sample(tenant="acme", value=v) for v in [1.0] * 12 + [0.0] * 18],
+    )
+    result = judge("canary", [metric], CONFIG)
+    assert result.verdict is Verdict.MARGINAL
+    assert result.metrics[0].p_value > 0.05
+    assert "worse by 0.1 " in result.reason and "but not significantly so" in result.reason
+
+
+def test_a_failing_critical_metric_fails_the_gate_alone() -> None:
+    too_few = MetricSamples(
+        name="latency_s",
+        baseline=[Sample(tenant="acme", value=1.0)] * 5,
+        candidate=[Sample(tenant="acme", value=1.0)] * 5,
+        higher_is_better=False,
+    )
+    metrics = [reward_metric({"acme": 0.7}, {"acme": 0.7}), error_metric(0.02, 0.3), too_few]
+    result = judge("canary", metrics, CONFIG)
+    assert result.verdict is Verdict.FAIL
+    assert result.reason.startswith("canary gate failed: critical metric error_rate is worse by")
+    verdicts = {j.metric: j.verdict for j in result.metrics}
+    assert verdicts == {
+        "reward": Verdict.PASS,
+        "error_rate": Verdict.FAIL,
+        "latency_s": Verdict.MARGINAL,
+    }
+    assert [j.critical for j in result.metrics] == [False, True, False]
+
+
+def test_fewer_errors_is_not_a_failure() -> None:
+    result = judge("canary", [error_metric(0.3, 0.02)], CONFIG)
+    assert result.verdict is Verdict.PASS, result.reason
+
+
+def test_a_candidate_that_hurts_one_tenant_fails_naming_it() -> None:
+    baseline = {"acme": 0.6, "globex": 0.6, "initech": 0.6, "umbrella": 0.6}
+    candidate = {"acme": 0.75, "globex": 0.75, "initech": 0.75, "umbrella": 0.3}
+    result = judge("canary", [reward_metric(baseline, candidate, n=80)], CONFIG)
+    (aggregate,) = result.metrics
+    assert aggregate.verdict is Verdict.PASS and aggregate.delta > 0
+    assert result.verdict is Verdict.FAIL
+    assert result.reason.startswith("canary gate failed: metric reward for tenant umbrella is")
+    by_tenant = {j.tenant: j.verdict for j in result.tenants}
+    assert by_tenant == {
+        "acme": Verdict.PASS,
+        "globex": Verdict.PASS,
+        "initech": Verdict.PASS,
+        "umbrella": Verdict.FAIL,
+    }
+
+
+def test_a_tenant_with_few_samples_is_reported_not_judged() -> None:
+    metric = reward_metric({"acme": 0.7}, {"acme": 0.7})
+    rng = np.random.default_rng(3)
+    small = metric.model_copy(
+        update={
+            "baseline": metric.baseline + rewards(rng, "tiny", 0.9, 4),
+            "candidate": metric.candidate + rewards(rng, "tiny", 0.1, 4),
+        }
+    )
+    result = judge("canary", [small], CONFIG)
+    assert result.verdict is Verdict.PASS, result.reason
+    tiny = next(j for j in result.tenants if j.tenant == "tiny")
+    assert not tiny.judged and tiny.verdict is Verdict.MARGINAL
+    assert tiny.reason == (
+        "metric reward for tenant tiny: not judged, too few samples "
+        "(4 baseline, 4 candidate; 10 needed on each side)"
+    )
+
+
+def test_nothing_to_judge_is_marginal_and_names_must_be_unique() -> None:
+    assert judge("shadow", [], CONFIG).verdict is Verdict.MARGINAL
+    metric = reward_metric({"acme": 0.7}, {"acme": 0.7}, n=5)
+    with pytest.raises(ValueError, match="unique"):
+        judge("shadow", [metric, metric], CONFIG)
+
+
+def test_gate_config_validates_and_results_round_trip_as_json() -> None:
+    assert CONFIG.step_weights == [0.05, 0.25, 0.5] and CONFIG.method == "mann_whitney"
+    for bad in ({"step_weights": [0.5, 0.25]}, {"step_weights": [0.0, 0.5]}, {"confidence": 0.5}):
+        with pytest.raises(ValidationError):
+            GateConfig(**bad)
+    with pytest.raises(ValidationError):
+        GateConfig(extra_knob=1)
+    result = judge("canary", [reward_metric({"acme": 0.7}, {"acme": 0.5})], CONFIG, step=2)
+    assert GateResult.model_validate_json(result.model_dump_json()) == result
+
+
+def test_a_skipped_gate_is_a_recorded_pass() -> None:
+    skipped = GateResult.skipped_gate("shadow", "skipped by alice: urgent fix")
+    assert (skipped.verdict, skipped.skipped, skipped.reason) == (
+        Verdict.PASS,
+        True,
+        "skipped by alice: urgent fix",
+    )
+
+
+# --- replay gate ----------------------------------------------------------------------------
+
+
+def replayed(
+    prefix: str, success: bool, scores: list[tuple[float, float]], tenant: str = "acme"
+) -> list[ReplayCase]:
+    return [
+        ReplayCase(
+            trajectory_id=f"{prefix}{i}",
+            tenant=tenant,
+            recorded_success=success,
+            baseline_score=baseline,
+            candidate_score=candidate,
+        )
+        for i, (baseline, candidate) in enumerate(scores)
+    ]
+
+
+def test_replay_passes_when_failures_are_fixed_and_successes_kept() -> None:
+    failures = replayed("f", False, [(0.0, 1.0)] * 9 + [(0.0, 0.0)] * 3)
+    successes = replayed("s", True, [(1.0, 1.0)] * 12)
+    result = judge_replay(failures + successes, CONFIG)
+    assert result.verdict is Verdict.PASS, result.reason
+    assert result.reason == (
+        "replay gate passed: past failures improved by +0.75 on average (9 of 12 fixed), "
+        "known successes held within tolerance 0.05 (0 of 12 broken)"
+    )
+    assert result.fixed == [f"f{i}" for i in range(9)] and result.broken == []
+
+
+def test_replay_fails_when_known_successes_break_and_lists_them() -> None:
+    failures = replayed("f", False, [(0.0, 1.0)] * 12)
+    successes = replayed("s", True, [(1.0, 0.0)] * 5 + [(1.0, 1.0)] * 7)
+    result = judge_replay(failures + successes, CONFIG)
+    assert result.verdict is Verdict.FAIL
+    assert result.reason.startswith("replay gate failed: known successes regressed by 0.417")
+    assert result.reason.endswith("broken: s0, s1, s2, s3, s4")
+    assert result.broken == ["s0", "s1", "s2", "s3", "s4"]
+
+
+def test_replay_fails_when_past_failures_do_not_improve() -> None:
+    failures = replayed("f", False, [(0.0, 0.0)] * 12)
+    successes = replayed("s", True, [(1.0, 1.0)] * 12)
+    result = judge_replay(failures + successes, CONFIG)
+    assert result.verdict is Verdict.FAIL
+    assert result.reason.startswith("replay gate failed: past failures did not improve enough")
+    demanding = judge_replay(
+        replayed("f", False, [(0.0, 0.2)] * 12) + successes, GateConfig(min_effect=0.3)
+    )
+    assert demanding.verdict is Verdict.FAIL
+    assert "short of the 0.3 improvement needed" in demanding.reason
+
+
+def test_replay_with_too_few_cases_is_marginal() -> None:
+    cases = replayed("f", False, [(0.0, 1.0)] * 4) + replayed("s", True, [(1.0, 1.0)] * 20)
+    result = judge_replay(cases, CONFIG)
+    assert result.verdict is Verdict.MARGINAL
+    assert result.reason == (
+        "replay gate marginal: past failures: too few to judge (4 replayed; 10 needed)"
+    )
+
+
+def test_replay_fails_when_one_tenant_loses_its_successes() -> None:
+    failures = replayed("f", False, [(0.0, 1.0)] * 12)
+    kept = replayed("a", True, [(1.0, 1.0)] * 120, tenant="acme")
+    hurt = replayed("g", True, [(1.0, 0.0)] * 6 + [(1.0, 1.0)] * 4, tenant="globex")
+    result = judge_replay(failures + kept + hurt, CONFIG)
+    assert [j.verdict for j in result.metrics] == [Verdict.PASS, Verdict.PASS]
+    assert result.verdict is Verdict.FAIL
+    assert result.reason.startswith("replay gate failed: known successes for tenant globex")
+    assert result.broken == [f"g{i}" for i in range(6)]
