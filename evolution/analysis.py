@@ -1,0 +1,885 @@
+"""Measure a window of traffic: the `WindowStats` every evolution decision reads.
+
+Plain functions over `registry.windows` queries: counts and costs are summed in SQL, the
+rest (effective rewards, failure clustering, drift) is read in Python from light records.
+Only user traffic counts; canary and regression compare versions within that traffic.
+Rewards are combined only by `registry.effective_reward`, and intervals come from
+`evolution.stats`, so a decision and a gate computed from the same data agree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlmodel import Session
+
+from atdp import Event, EventKind, OutcomeStatus, Reward, RewardSource, utcnow
+from evolution.stats import mean_interval, wilson_interval
+from evolution.window import (
+    CanaryDelta,
+    Drift,
+    FailureCluster,
+    FailureKind,
+    Mean,
+    Rate,
+    Regression,
+    WindowSpec,
+    WindowStats,
+)
+from registry import (
+    Alias,
+    AliasState,
+    ToolCallRecord,
+    TrajectoryWindow,
+    WindowTrajectory,
+    alias_history,
+    aliases_at,
+    effective_reward,
+    event_kinds,
+    get_agent,
+    llm_usage,
+    offered_tools,
+    replies,
+    task_type_counts,
+    tool_call_records,
+    window_rewards,
+    window_trajectories,
+)
+
+__all__ = [
+    "ARGUMENT_ERRORS",
+    "INSTRUCTION_CATEGORIES",
+    "MISSING_FACT_CATEGORIES",
+    "ROUTING_CATEGORIES",
+    "ROUTING_ERRORS",
+    "analyse_window",
+    "error_class_name",
+    "jensen_shannon",
+    "tool_parameter",
+    "tool_setup",
+    "topic",
+]
+
+# Error classes that say the tool refused the arguments it was given (shape, type, value,
+# a missing field): the model called the right tool wrongly, which a clearer tool schema or
+# harness can fix. Runtime failures (timeouts, outages, not-found records) are not here.
+ARGUMENT_ERRORS = frozenset(
+    {
+        "bad_format",
+        "format_error",
+        "invalid_argument",
+        "invalid_arguments",
+        "invalid_input",
+        "invalid_parameter",
+        "invalid_params",
+        "json_decode_error",
+        "missing_argument",
+        "missing_field",
+        "missing_parameter",
+        "schema_error",
+        "type_error",
+        "validation_error",
+        "value_error",
+    }
+)
+# Error classes that say the call should not have gone to this tool at all.
+ROUTING_ERRORS = frozenset(
+    {
+        "blocked_tool",
+        "forbidden_tool",
+        "invalid_tool",
+        "no_such_tool",
+        "tool_blocked",
+        "tool_not_allowed",
+        "tool_not_found",
+        "unknown_tool",
+        "unsupported_tool",
+        "wrong_tool",
+    }
+)
+# Explicit feedback categories, by the failure they point to.
+MISSING_FACT_CATEGORIES = frozenset(
+    {"missing_fact", "missing_info", "missing_information", "outdated_fact", "wrong_fact"}
+)
+ROUTING_CATEGORIES = frozenset({"wrong_tool", "missing_tool_call", "unnecessary_tool_call"})
+INSTRUCTION_CATEGORIES = frozenset(
+    {
+        "format",
+        "formatting",
+        "instruction",
+        "instructions",
+        "language",
+        "length",
+        "policy",
+        "steps",
+        "style",
+        "tone",
+        "verbosity",
+    }
+)
+
+# Implicit next-turn rewards (proxy.signals) that say the user corrected or regenerated an
+# answer, and the explicit feedback field that does the same.
+_IMPLICIT_CORRECTION = "user_accepted"
+_EXPLICIT_CORRECTION = "correction"
+_TASK_SUCCESS = "task_success"
+_FAILED_STATUSES = frozenset(
+    {OutcomeStatus.FAILURE.value, OutcomeStatus.ERROR.value, OutcomeStatus.ABANDONED.value}
+)
+# Tool call ids that do not identify one call (/v1/events' default, an unmatched result).
+_ANONYMOUS_CALLS = frozenset({"", "agent-reported", "unknown"})
+_EXAMPLES = 5
+_EXAMPLE_CHARS = 200
+_GROWN = 3
+_TOPIC_TERMS = 3
+
+
+def analyse_window(
+    session: Session, spec: WindowSpec, *, now: datetime | None = None
+) -> WindowStats:
+    """Measure the window `spec` names, from the registry, as of `now`.
+
+    Raises:
+        registry.NotFoundError: the agent does not exist (a typo is not an empty window).
+    """
+    get_agent(session, spec.agent)
+    until = spec.until or now or utcnow()
+    window = _trajectory_window(spec, until)
+    trajectories = window_trajectories(session, window)
+    since = _window_start(spec, trajectories, until)
+    setups = _tool_setups(session, window, trajectories)
+    rewards = _by_trajectory(window_rewards(session, window))
+    usage = llm_usage(session, window)
+    tool_calls = _distinct_tool_calls(tool_call_records(session, window))
+    corrected = _corrected_calls(session, rewards)
+    success = _task_success(trajectories, rewards)
+    cost = math.fsum(item.cost_usd for item in usage.values())
+    aliases = aliases_at(session, spec.agent, until)
+    return WindowStats(
+        spec=spec,
+        since=since,
+        until=until,
+        stable_version=aliases.stable,
+        trajectories=len(trajectories),
+        sessions=len({(t.tenant, t.session) for t in trajectories}),
+        llm_calls=sum(item.calls for item in usage.values()),
+        tool_calls=len(tool_calls),
+        tenants=sorted({t.tenant for t in trajectories}),
+        task_types=sorted({_task_type(t) for t in trajectories}),
+        tool_setups=sorted(set(setups.values())),
+        task_success=success,
+        reward=_mean(_effective_rewards(trajectories, rewards)),
+        correction_rate=_rate(len(corrected), sum(item.calls for item in usage.values())),
+        tool_error_rate=_rate(sum(map(_failed, tool_calls)), len(tool_calls)),
+        failures=_failure_clusters(session, trajectories, setups, tool_calls, rewards, corrected),
+        cost_usd=cost,
+        cost_per_success=cost / success.successes if success.successes else None,
+        drift=_drift(session, spec, window, trajectories, since, until),
+        canary=_canary(session, spec, aliases, since, until),
+        regression=_regression(session, spec, until),
+    )
+
+
+# --- the window ------------------------------------------------------------------------
+
+
+def _trajectory_window(spec: WindowSpec, until: datetime) -> TrajectoryWindow:
+    return TrajectoryWindow(
+        agent=spec.agent,
+        tenants=tuple(spec.tenants) if spec.tenants is not None else None,
+        version_ids=(spec.version_id,) if spec.version_id else None,
+        since=spec.since,
+        until=until,
+        last=spec.last,
+    )
+
+
+def _window_start(
+    spec: WindowSpec, trajectories: Sequence[WindowTrajectory], until: datetime
+) -> datetime:
+    """A time window starts at `since`; a count window at its oldest trajectory."""
+    if spec.last is None:
+        assert spec.since is not None  # WindowSpec requires since or last
+        return spec.since
+    if trajectories:
+        return min(t.started_at for t in trajectories)
+    return spec.since or until
+
+
+def _by_trajectory(rewards: Iterable[Reward]) -> dict[uuid.UUID, list[Reward]]:
+    grouped: dict[uuid.UUID, list[Reward]] = defaultdict(list)
+    for reward in rewards:
+        grouped[reward.trajectory_id].append(reward)
+    return grouped
+
+
+def _task_type(trajectory: WindowTrajectory) -> str:
+    return trajectory.task_type or "unknown"
+
+
+def tool_setup(names: Iterable[str]) -> str:
+    """A short stable fingerprint of a set of tool names; "none" for no tools.
+
+    Spread across tool setups is evidence for a weights change: a failure seen with many
+    different tool sets is not about one tool's schema.
+    """
+    unique = sorted(set(names))
+    if not unique:
+        return "none"
+    return hashlib.sha256("\n".join(unique).encode()).hexdigest()[:12]
+
+
+def _tool_setups(
+    session: Session, window: TrajectoryWindow, trajectories: Sequence[WindowTrajectory]
+) -> dict[uuid.UUID, str]:
+    offered = offered_tools(session, window)
+    return {t.id: tool_setup(offered.get(t.id, ())) for t in trajectories}
+
+
+# --- rates and means -------------------------------------------------------------------
+
+
+def _rate(successes: int, total: int) -> Rate:
+    low, high = wilson_interval(successes, total)
+    return Rate(
+        successes=successes,
+        total=total,
+        rate=successes / total if total else None,
+        low=low,
+        high=high,
+    )
+
+
+def _mean(values: Sequence[float]) -> Mean:
+    measured = mean_interval(values)
+    if measured is None:
+        return Mean(n=0, mean=None, low=None, high=None)
+    mean, low, high = measured
+    return Mean(n=len(values), mean=mean, low=low, high=high)
+
+
+def _succeeded(trajectory: WindowTrajectory, rewards: Sequence[Reward]) -> bool | None:
+    """Whether the task succeeded: a `task_success` judgement first, else the outcome status.
+
+    The reward wins because it is the later, more specific evidence (a verifier or the
+    agent's own report) and because later judgements supersede earlier ones there.
+    """
+    judged = effective_reward(rewards, _TASK_SUCCESS)
+    if judged is not None:
+        return judged.value >= 0.5
+    if trajectory.outcome_status == OutcomeStatus.SUCCESS.value:
+        return True
+    if trajectory.outcome_status in _FAILED_STATUSES:
+        return False
+    return None
+
+
+def _task_success(
+    trajectories: Sequence[WindowTrajectory], rewards: Mapping[uuid.UUID, list[Reward]]
+) -> Rate:
+    known = [_succeeded(t, rewards.get(t.id, [])) for t in trajectories]
+    judged = [result for result in known if result is not None]
+    return _rate(sum(judged), len(judged))
+
+
+def _effective_rewards(
+    trajectories: Sequence[WindowTrajectory], rewards: Mapping[uuid.UUID, list[Reward]]
+) -> list[float]:
+    """One effective reward per trajectory that has any."""
+    values = [effective_reward(rewards.get(t.id, [])) for t in trajectories]
+    return [value.value for value in values if value is not None]
+
+
+def _failed(call: ToolCallRecord) -> bool:
+    return call.success is False or call.error_class is not None
+
+
+def _distinct_tool_calls(records: Sequence[ToolCallRecord]) -> list[ToolCallRecord]:
+    """One record per tool call.
+
+    The gateway records a tool result the agent sends back, and the agent may report the
+    same call through /v1/events; with the same call id they are one call, and the record
+    with more evidence (a failure, then an error message) stands for it.
+    """
+    kept: dict[tuple, ToolCallRecord] = {}
+    for record in records:
+        key: tuple = (
+            (record.event_id,)
+            if record.call_id in _ANONYMOUS_CALLS
+            else (record.trajectory_id, record.call_id)
+        )
+        held = kept.get(key)
+        if held is None or _evidence(record) > _evidence(held):
+            kept[key] = record
+    return list(kept.values())
+
+
+def _evidence(call: ToolCallRecord) -> tuple[bool, bool]:
+    return _failed(call), call.error_message is not None
+
+
+def _corrected_calls(
+    session: Session, rewards: Mapping[uuid.UUID, list[Reward]]
+) -> dict[uuid.UUID, uuid.UUID]:
+    """The llm calls a user corrected or regenerated, with their trajectories.
+
+    Implicit next-turn signals (`user_accepted` false) and explicit corrections both count,
+    when they name an llm_call event; a correction of a whole trajectory names no call.
+    """
+    targets = {
+        reward.event_id: reward.trajectory_id
+        for items in rewards.values()
+        for reward in items
+        if reward.event_id is not None and _is_correction(reward)
+    }
+    kinds = event_kinds(session, targets)
+    return {
+        event_id: trajectory_id
+        for event_id, trajectory_id in targets.items()
+        if kinds.get(event_id) == EventKind.LLM_CALL.value
+    }
+
+
+def _is_correction(reward: Reward) -> bool:
+    if reward.source is RewardSource.IMPLICIT_NEXT_TURN and reward.name == _IMPLICIT_CORRECTION:
+        return reward.numeric is not None and reward.numeric < 0.5
+    return reward.source is RewardSource.EXPLICIT and reward.name == _EXPLICIT_CORRECTION
+
+
+# --- failures --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """One piece of failure evidence, before clustering."""
+
+    kind: FailureKind
+    key: str
+    trajectory_id: uuid.UUID
+    event_id: uuid.UUID | None
+    text: str | None = None
+    tool: str | None = None
+    parameter: str | None = None
+    error_class: str | None = None
+
+
+def _failure_clusters(
+    session: Session,
+    trajectories: Sequence[WindowTrajectory],
+    setups: Mapping[uuid.UUID, str],
+    tool_calls: Sequence[ToolCallRecord],
+    rewards: Mapping[uuid.UUID, list[Reward]],
+    corrected: Mapping[uuid.UUID, uuid.UUID],
+) -> list[FailureCluster]:
+    evidence = [
+        *(_tool_failure(call) for call in tool_calls if _failed(call)),
+        *_correction_failures(session, rewards, corrected),
+        *_feedback_failures(rewards),
+    ]
+    by_id = {t.id: t for t in trajectories}
+    groups: dict[tuple[FailureKind, str], list[_Failure]] = defaultdict(list)
+    for failure in evidence:
+        groups[(failure.kind, failure.key)].append(failure)
+    clusters = [_cluster(items, by_id, setups) for items in groups.values()]
+    clusters.sort(key=lambda c: (-c.count, -c.trajectories, c.kind.value, c.key))
+    return clusters
+
+
+def _cluster(
+    failures: Sequence[_Failure],
+    trajectories: Mapping[uuid.UUID, WindowTrajectory],
+    setups: Mapping[uuid.UUID, str],
+) -> FailureCluster:
+    first = failures[0]
+    ids = {f.trajectory_id for f in failures}
+    members = [trajectories[i] for i in ids]
+    return FailureCluster(
+        kind=first.kind,
+        key=first.key,
+        tool=first.tool,
+        parameter=first.parameter,
+        error_class=first.error_class,
+        count=len(failures),
+        trajectories=len(ids),
+        share=min(1.0, len(ids) / len(trajectories)),
+        tenants=sorted({t.tenant for t in members}),
+        task_types=sorted({_task_type(t) for t in members}),
+        tool_setups=sorted({setups[i] for i in ids}),
+        example_event_ids=list(dict.fromkeys(f.event_id for f in failures if f.event_id))[
+            :_EXAMPLES
+        ],
+        examples=list(dict.fromkeys(_short(f.text) for f in failures if f.text))[:_EXAMPLES],
+    )
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _EXAMPLE_CHARS else text[: _EXAMPLE_CHARS - 1] + "…"
+
+
+def error_class_name(error_class: str) -> str:
+    """An error class in one spelling: "ValidationError", "validation-error": "validation_error"."""
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", error_class.strip())
+    return re.sub(r"[^a-z0-9]+", "_", snake.lower()).strip("_") or "error"
+
+
+# Generic classes (the gateway's "tool_error" for a result that reads like an error) say
+# nothing about the cause, so their message decides.
+_ARGUMENT_TEXT = re.compile(
+    r"\b(invalid|missing|malformed|must be|expected|not a valid|validation"
+    r"|(field|parameter|argument|property) (is )?required|required (field|parameter|argument)"
+    r"|unexpected (argument|keyword|parameter))\b",
+    re.IGNORECASE,
+)
+_ROUTING_TEXT = re.compile(
+    r"\b(unknown|no such|unsupported|blocked|forbidden) (tool|function)\b"
+    r"|\b(tool|function)\b[^.]{0,40}\b(not found|does not exist|not allowed|is blocked)\b",
+    re.IGNORECASE,
+)
+
+
+def _tool_failure(call: ToolCallRecord) -> _Failure:
+    error_class = error_class_name(call.error_class) if call.error_class else "failed"
+    text = _error_text(call)
+    kind = _tool_failure_kind(error_class, text)
+    parameter = tool_parameter(call) if kind is FailureKind.TOOL_ARGUMENT else None
+    where = f"{call.tool}.{parameter}" if parameter else call.tool
+    return _Failure(
+        kind=kind,
+        key=f"{where}:{error_class}",
+        trajectory_id=call.trajectory_id,
+        event_id=call.event_id,
+        text=text,
+        tool=call.tool,
+        parameter=parameter,
+        error_class=error_class,
+    )
+
+
+def _tool_failure_kind(error_class: str, text: str | None) -> FailureKind:
+    if error_class in ROUTING_ERRORS:
+        return FailureKind.TOOL_ROUTING
+    if error_class in ARGUMENT_ERRORS:
+        return FailureKind.TOOL_ARGUMENT
+    if text and _ROUTING_TEXT.search(text):
+        return FailureKind.TOOL_ROUTING
+    if text and _ARGUMENT_TEXT.search(text):
+        return FailureKind.TOOL_ARGUMENT
+    # A tool that failed for its own reasons (timeout, outage): evidence of a failed task.
+    return FailureKind.TASK
+
+
+def _error_text(call: ToolCallRecord) -> str | None:
+    """The failure in words: the error message, else the tool's return as text."""
+    if call.error_message:
+        return call.error_message
+    returned = call.tool_return
+    if returned is None:
+        return None
+    if isinstance(returned, str):
+        return returned
+    return json.dumps(returned, ensure_ascii=False, sort_keys=True)
+
+
+_PARAMETER_KEYS = ("parameter", "param", "argument", "field", "property", "loc", "path")
+_NESTED_KEYS = ("error", "errors", "detail", "details")
+_IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_.\[\]]*"
+_NAMED_PARAMETER = re.compile(
+    rf"\b(?:parameter|argument|field|param|property)s?\s+[`'\"]?({_IDENTIFIER})", re.IGNORECASE
+)
+_QUOTED_PARAMETER = re.compile(rf"[`'\"]({_IDENTIFIER})[`'\"]\s+(?:is|must|should|was|has)\b")
+# "order_id: must be a string"; capitalised heads ("Error:", "Note:") are not parameters.
+_PREFIXED_PARAMETER = re.compile(r"^\s*([a-z_][A-Za-z0-9_.\[\]]*)\s*:")
+_KNOWN_ERRORS = ARGUMENT_ERRORS | ROUTING_ERRORS
+_NOT_PARAMETERS = frozenset(
+    {"error", "exception", "traceback", "warning", "invalid", "failed", "failure", "value"}
+)
+
+
+def tool_parameter(call: ToolCallRecord) -> str | None:
+    """The argument a tool's error names, if it names one.
+
+    Structured returns first ({"parameter": "order_id"}, {"loc": ["body", "order_id"]}),
+    then the error text ("order_id: must be a string", "missing parameter 'order_id'"),
+    then any argument of the call that the text mentions.
+    """
+    for source in (call.tool_return, _json_or_none(call.error_message)):
+        found = _structured_parameter(source)
+        if found:
+            return found
+    text = _error_text(call) or ""
+    for line in [text, *_error_strings(call.tool_return)]:
+        found = _text_parameter(line)
+        if found:
+            return found
+    return _mentioned_argument(call.arguments, text)
+
+
+def _json_or_none(text: str | None) -> object:
+    if not text:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _structured_parameter(value: object, depth: int = 0) -> str | None:
+    if depth > 3:
+        return None
+    if isinstance(value, list):
+        return next((p for item in value if (p := _structured_parameter(item, depth + 1))), None)
+    if not isinstance(value, dict):
+        return None
+    for key in _PARAMETER_KEYS:
+        found = _parameter_name(value.get(key))
+        if found:
+            return found
+    for key in _NESTED_KEYS:
+        found = _structured_parameter(value.get(key), depth + 1)
+        if found:
+            return found
+    return None
+
+
+def _parameter_name(value: object) -> str | None:
+    """A parameter named by a string or a location path (["body", "order_id", 0])."""
+    if isinstance(value, list):
+        names = [item for item in value if isinstance(item, str)]
+        value = names[-1] if names else None
+    if isinstance(value, str) and re.fullmatch(_IDENTIFIER, value.strip()):
+        return _acceptable(value.strip())
+    return None
+
+
+def _error_strings(value: object) -> list[str]:
+    """Error strings inside a structured return ({"error": "order_id: bad"})."""
+    if not isinstance(value, dict):
+        return []
+    return [
+        item
+        for key in ("error", "message", "detail", "msg")
+        if isinstance(item := value.get(key), str)
+    ]
+
+
+def _text_parameter(text: str) -> str | None:
+    for pattern in (_PREFIXED_PARAMETER, _NAMED_PARAMETER, _QUOTED_PARAMETER):
+        for match in pattern.finditer(text):
+            found = _acceptable(match.group(1))
+            if found:
+                return found
+    return None
+
+
+def _acceptable(name: str) -> str | None:
+    """Error words and class names are not parameters ("Error: ...", "ValidationError: ...")."""
+    lowered = name.lower()
+    if lowered in _NOT_PARAMETERS or "error" in lowered or "exception" in lowered:
+        return None
+    if error_class_name(name) in _KNOWN_ERRORS:
+        return None
+    return name
+
+
+def _mentioned_argument(arguments: str, text: str) -> str | None:
+    parsed = _json_or_none(arguments)
+    if not isinstance(parsed, dict) or not text:
+        return None
+    mentioned = [
+        (match.start(), key)
+        for key in parsed
+        if isinstance(key, str) and (match := re.search(rf"\b{re.escape(key)}\b", text))
+    ]
+    return min(mentioned)[1] if mentioned else None
+
+
+_WORD = re.compile(r"[a-z][a-z0-9_]*")
+_STOPWORDS = frozenset(
+    """a about actually again also am an and any are as asked at be been but by can could did
+    do does for from had has have he her his how i if in into is it its just me meant my no
+    nope not of on only or our please said she should so than that the their them then there
+    these they this those to too try us wanted was we were what when where which who why will
+    with would wrong incorrect you your yes that's it's isn't don't doesn't""".split()
+)
+
+
+def topic(text: str) -> str:
+    """A missing fact's topic: its first few key terms, lowercased and sorted.
+
+    Deliberately simple and deterministic: "No, the refund window is 30 days" and "actually
+    the refund window is 30 days for EU orders" both give "days refund window". Numbers are
+    dropped (they are the fact, not its topic), and so are stopwords and correction words.
+    """
+    words = [w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in _STOPWORDS]
+    terms = sorted(dict.fromkeys(words[:_TOPIC_TERMS]))
+    return " ".join(terms) or "unspecified"
+
+
+def _correction_failures(
+    session: Session,
+    rewards: Mapping[uuid.UUID, list[Reward]],
+    corrected: Mapping[uuid.UUID, uuid.UUID],
+) -> list[_Failure]:
+    """Missing facts users supplied: the user turn that corrected an answer.
+
+    Only implicit corrections are read here (the user's next message holds the fact);
+    explicit corrections carry their text in the feedback and are read with it.
+    """
+    implicit = {
+        reward.event_id
+        for items in rewards.values()
+        for reward in items
+        if reward.event_id in corrected and reward.source is RewardSource.IMPLICIT_NEXT_TURN
+    }
+    failures: list[_Failure] = []
+    seen: set[uuid.UUID] = set()
+    for message in replies(session, implicit):
+        if message.parent_id in seen:
+            continue  # the first reply is the correction; later ones move on
+        text = _message_text(message)
+        if not text:
+            continue
+        seen.add(message.parent_id)
+        failures.append(
+            _Failure(
+                kind=FailureKind.MISSING_FACT,
+                key=topic(text),
+                trajectory_id=message.trajectory_id,
+                event_id=message.id,
+                text=text,
+            )
+        )
+    return failures
+
+
+def _message_text(event: Event) -> str | None:
+    observation = event.observation
+    if observation is None:
+        return None
+    return next((m.content for m in observation.messages if isinstance(m.content, str)), None)
+
+
+def _feedback_failures(rewards: Mapping[uuid.UUID, list[Reward]]) -> list[_Failure]:
+    """Failures users named through /v1/feedback, one per report.
+
+    One report becomes several rewards (thumbs, category, correction) with the same target
+    and time; they are read together so a thumbs-down with a category counts once.
+    Critiques are stored as the user sent them, not redacted, so they shape the cluster key
+    but are not copied into examples.
+    """
+    reports: dict[tuple, list[Reward]] = defaultdict(list)
+    for items in rewards.values():
+        for reward in items:
+            if reward.source is RewardSource.EXPLICIT:
+                reports[(reward.trajectory_id, reward.event_id, reward.created_at)].append(reward)
+    return [failure for report in reports.values() for failure in _report_failures(report)]
+
+
+def _report_failures(report: Sequence[Reward]) -> list[_Failure]:
+    first = report[0]
+    critique = next(
+        (r.critique for r in report if r.critique and r.name != _EXPLICIT_CORRECTION), None
+    )
+    correction = next(
+        (r.critique for r in report if r.name == _EXPLICIT_CORRECTION and r.critique), None
+    )
+    categories = [
+        (error_class_name(r.value.value), r.numeric)
+        for r in report
+        if r.value.kind == "categorical" and r.name != _EXPLICIT_CORRECTION
+    ]
+    if categories:
+        found = [_category_failure(c, score, correction or critique) for c, score in categories]
+    elif correction:
+        found = [(FailureKind.MISSING_FACT, topic(correction), None)]
+    elif critique and any(r.numeric is not None and r.numeric < 0.5 for r in report):
+        found = [(FailureKind.TASK, topic(critique), None)]
+    else:
+        found = []
+    return [
+        _Failure(
+            kind=kind,
+            key=key,
+            trajectory_id=first.trajectory_id,
+            event_id=first.event_id,
+            error_class=error_class,
+        )
+        for kind, key, error_class in filter(None, found)
+    ]
+
+
+def _category_failure(
+    category: str, score: float | None, text: str | None
+) -> tuple[FailureKind, str, str | None] | None:
+    """(kind, key, error class) of a feedback category; None if it names no failure."""
+    if category in MISSING_FACT_CATEGORIES:
+        return FailureKind.MISSING_FACT, topic(text or ""), None
+    if category in ROUTING_CATEGORIES:
+        return FailureKind.TOOL_ROUTING, category, category
+    if category in INSTRUCTION_CATEGORIES:
+        return FailureKind.INSTRUCTION, category, None
+    if score is not None and score < 0.5:
+        return FailureKind.TASK, category, None
+    return None  # a category with no known meaning and no low score is not a failure
+
+
+# --- drift -----------------------------------------------------------------------------
+
+
+def jensen_shannon(p: Mapping[str, float], q: Mapping[str, float]) -> float:
+    """The Jensen-Shannon divergence (base 2) of two mixes given as counts or weights.
+
+    Symmetric, 0 for identical mixes, 1 for mixes with nothing in common.
+    """
+    p_total, q_total = math.fsum(p.values()), math.fsum(q.values())
+    if p_total <= 0 or q_total <= 0:
+        raise ValueError("jensen_shannon needs two non-empty mixes")
+    terms = []
+    for key in sorted(set(p) | set(q)):
+        a, b = p.get(key, 0.0) / p_total, q.get(key, 0.0) / q_total
+        middle = (a + b) / 2.0
+        terms.append(_half_kl(a, middle) + _half_kl(b, middle))
+    return min(1.0, max(0.0, math.fsum(terms)))
+
+
+def _half_kl(share: float, middle: float) -> float:
+    return 0.5 * share * math.log2(share / middle) if share > 0 else 0.0
+
+
+def _drift(
+    session: Session,
+    spec: WindowSpec,
+    window: TrajectoryWindow,
+    trajectories: Sequence[WindowTrajectory],
+    since: datetime,
+    until: datetime,
+) -> Drift | None:
+    """The task-type mix against the window before: same length, or the previous `last`."""
+    if spec.last is None:
+        previous = window.model_copy(update={"since": since - (until - since), "until": since})
+    else:
+        previous = window.model_copy(update={"since": None, "skip": len(trajectories)})
+    before = {key or "unknown": n for key, n in task_type_counts(session, previous).items()}
+    now = Counter(_task_type(t) for t in trajectories)
+    if not before or not now:
+        return None
+    return Drift(
+        divergence=jensen_shannon(now, before),
+        previous_trajectories=sum(before.values()),
+        grown=_grown(now, before),
+    )
+
+
+def _grown(now: Mapping[str, int], before: Mapping[str, int]) -> list[str]:
+    now_total, before_total = sum(now.values()), sum(before.values())
+    rises = {
+        key: now[key] / now_total - before.get(key, 0) / before_total
+        for key in now
+        if now[key] / now_total > before.get(key, 0) / before_total
+    }
+    return sorted(rises, key=lambda key: (-rises[key], key))[:_GROWN]
+
+
+# --- versions: canary and regression ---------------------------------------------------
+
+
+def _version_rewards(session: Session, window: TrajectoryWindow) -> dict[str | None, list[float]]:
+    """Effective reward of each trajectory in the window that has one, by serving version."""
+    rewards = _by_trajectory(window_rewards(session, window))
+    values: dict[str | None, list[float]] = defaultdict(list)
+    for trajectory in window_trajectories(session, window):
+        value = effective_reward(rewards.get(trajectory.id, []))
+        if value is not None:
+            values[trajectory.version_id].append(value.value)
+    return values
+
+
+def _delta(new: Mean, old: Mean) -> float | None:
+    return new.mean - old.mean if new.mean is not None and old.mean is not None else None
+
+
+def _canary(
+    session: Session, spec: WindowSpec, aliases: AliasState, since: datetime, until: datetime
+) -> CanaryDelta | None:
+    """Canary against stable over the window's time span (the version filter aside)."""
+    if aliases.canary is None or aliases.stable is None:
+        return None
+    window = TrajectoryWindow(
+        agent=spec.agent,
+        tenants=tuple(spec.tenants) if spec.tenants is not None else None,
+        version_ids=(aliases.stable, aliases.canary),
+        since=since,
+        until=until,
+    )
+    values = _version_rewards(session, window)
+    stable, canary = _mean(values[aliases.stable]), _mean(values[aliases.canary])
+    return CanaryDelta(
+        stable_version=aliases.stable,
+        canary_version=aliases.canary,
+        weight=aliases.canary_weight,
+        stable=stable,
+        canary=canary,
+        delta=_delta(canary, stable),
+    )
+
+
+def _regression(session: Session, spec: WindowSpec, until: datetime) -> Regression | None:
+    """The current stable since its promotion against its parent just before it.
+
+    Both periods are equally long, so a weekly rhythm in the traffic weighs on both alike.
+    """
+    promotion = _last_promotion(session, spec.agent, until)
+    if promotion is None:
+        return None
+    version_id, parent_id, promoted_at = promotion
+    span = until - promoted_at
+    current = _served_mean(session, spec, version_id, promoted_at, until)
+    parent = _served_mean(session, spec, parent_id, promoted_at - span, promoted_at)
+    return Regression(
+        version_id=version_id,
+        parent_id=parent_id,
+        promoted_at=promoted_at,
+        current=current,
+        parent=parent,
+        delta=_delta(current, parent),
+    )
+
+
+def _last_promotion(
+    session: Session, agent: str, until: datetime
+) -> tuple[str, str, datetime] | None:
+    """(stable, the version it replaced, when) as of `until`; None if it replaced none."""
+    moves = [m for m in alias_history(session, agent, Alias.STABLE) if m.at <= until]
+    if not moves or moves[-1].version_id is None:
+        return None
+    current = moves[-1].version_id
+    start = len(moves) - 1
+    while start > 0 and moves[start - 1].version_id == current:
+        start -= 1  # re-pointing stable at itself is not a promotion
+    if start == 0 or moves[start - 1].version_id is None:
+        return None
+    return current, moves[start - 1].version_id, moves[start].at
+
+
+def _served_mean(
+    session: Session, spec: WindowSpec, version_id: str, since: datetime, until: datetime
+) -> Mean:
+    if until <= since:
+        return _mean([])
+    window = TrajectoryWindow(
+        agent=spec.agent,
+        tenants=tuple(spec.tenants) if spec.tenants is not None else None,
+        version_ids=(version_id,),
+        since=since,
+        until=until,
+    )
+    return _mean(_version_rewards(session, window)[version_id])

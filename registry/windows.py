@@ -1,0 +1,255 @@
+"""Read-only queries over a window of an agent's user traffic, for the control plane.
+
+A `TrajectoryWindow` names the trajectories (agent, tenants, versions, a time range or the
+newest N); each function here reads one thing about them. Counts and sums are taken in SQL,
+because llm_call bodies hold whole prompts and are too heavy to load by the thousand;
+everything else comes back as light records for the analysis to read in Python.
+
+Only user traffic counts: the gateway records shadow copies in trajectories of their own,
+so a trajectory holding any shadow or evaluation event is left out of every window.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Collection
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from pydantic import BaseModel, ConfigDict, Field
+from sqlmodel import Session, select
+
+from atdp import Event, EventKind, Reward, Traffic
+from registry.rewards import _reward
+from registry.tables import EventRow, RewardRow, TrajectoryRow
+
+__all__ = [
+    "LlmUsage",
+    "ToolCallRecord",
+    "TrajectoryWindow",
+    "WindowTrajectory",
+    "event_kinds",
+    "llm_usage",
+    "offered_tools",
+    "replies",
+    "task_type_counts",
+    "tool_call_records",
+    "window_rewards",
+    "window_trajectories",
+]
+
+
+class TrajectoryWindow(BaseModel):
+    """Which trajectories: an agent's user traffic, narrowed by tenant, version and time.
+
+    Args:
+        tenants, version_ids: None for all.
+        since, until: started_at in [since, until).
+        last: only the newest `last` of those (by started_at, then id), after skipping
+            the newest `skip`: the previous count window is `skip=last`.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    agent: str
+    tenants: tuple[str, ...] | None = None
+    version_ids: tuple[str, ...] | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    last: int | None = Field(default=None, ge=1)
+    skip: int = Field(default=0, ge=0)
+
+
+class WindowTrajectory(BaseModel):
+    """The columns of a trajectory that window statistics read."""
+
+    id: uuid.UUID
+    tenant: str
+    session: str
+    task_type: str | None
+    version_id: str | None
+    started_at: datetime
+    outcome_status: str | None
+
+
+class LlmUsage(BaseModel):
+    """A trajectory's llm calls and what they cost."""
+
+    calls: int
+    cost_usd: float
+
+
+class ToolCallRecord(BaseModel):
+    """One recorded tool call and its outcome, without the rest of the event."""
+
+    event_id: uuid.UUID
+    trajectory_id: uuid.UUID
+    call_id: str
+    tool: str
+    arguments: str
+    success: bool | None
+    error_class: str | None
+    error_message: str | None
+    tool_return: Any = None
+
+
+def _user_traffic() -> sa.ColumnElement[bool]:
+    """The trajectory holds no shadow or evaluation event."""
+    other = select(EventRow.id).where(
+        EventRow.trajectory_id == TrajectoryRow.id, EventRow.traffic != Traffic.USER.value
+    )
+    return ~other.exists()
+
+
+def _select(window: TrajectoryWindow, *columns: Any) -> sa.Select:
+    statement = select(*columns).where(TrajectoryRow.agent == window.agent, _user_traffic())
+    if window.tenants is not None:
+        statement = statement.where(TrajectoryRow.tenant.in_(window.tenants))
+    if window.version_ids is not None:
+        statement = statement.where(TrajectoryRow.version_id.in_(window.version_ids))
+    if window.since is not None:
+        statement = statement.where(TrajectoryRow.started_at >= window.since)
+    if window.until is not None:
+        statement = statement.where(TrajectoryRow.started_at < window.until)
+    if window.last is not None:
+        statement = (
+            statement.order_by(TrajectoryRow.started_at.desc(), TrajectoryRow.id.desc())
+            .offset(window.skip)
+            .limit(window.last)
+        )
+    return statement
+
+
+def _ids(window: TrajectoryWindow) -> sa.Select:
+    """The window's trajectory ids, as a subquery for `IN`."""
+    return _select(window, TrajectoryRow.id)
+
+
+def _user_events(window: TrajectoryWindow, kind: EventKind, *columns: Any) -> sa.Select:
+    return select(*columns).where(
+        EventRow.trajectory_id.in_(_ids(window)),
+        EventRow.kind == kind.value,
+        EventRow.traffic == Traffic.USER.value,
+    )
+
+
+def window_trajectories(session: Session, window: TrajectoryWindow) -> list[WindowTrajectory]:
+    """The window's trajectories, newest first."""
+    statement = _select(
+        window,
+        TrajectoryRow.id,
+        TrajectoryRow.tenant,
+        TrajectoryRow.session,
+        TrajectoryRow.task_type,
+        TrajectoryRow.version_id,
+        TrajectoryRow.started_at,
+        TrajectoryRow.outcome_status,
+    )
+    if window.last is None:
+        statement = statement.order_by(TrajectoryRow.started_at.desc(), TrajectoryRow.id.desc())
+    return [WindowTrajectory(**row._mapping) for row in session.execute(statement)]
+
+
+def task_type_counts(session: Session, window: TrajectoryWindow) -> dict[str | None, int]:
+    """How many trajectories of each task type (None where unset) the window holds."""
+    inner = _select(window, TrajectoryRow.task_type).subquery()
+    statement = select(inner.c.task_type, sa.func.count()).group_by(inner.c.task_type)
+    return {task_type: count for task_type, count in session.execute(statement)}
+
+
+def llm_usage(session: Session, window: TrajectoryWindow) -> dict[uuid.UUID, LlmUsage]:
+    """Per trajectory with llm calls: how many, and the sum of their `metadata.cost_usd`."""
+    cost = EventRow.body[("metadata", "cost_usd")].as_float()
+    statement = _user_events(
+        window,
+        EventKind.LLM_CALL,
+        EventRow.trajectory_id,
+        sa.func.count(),
+        sa.func.coalesce(sa.func.sum(cost), 0.0),
+    ).group_by(EventRow.trajectory_id)
+    return {
+        trajectory_id: LlmUsage(calls=calls, cost_usd=float(total))
+        for trajectory_id, calls, total in session.execute(statement)
+    }
+
+
+def offered_tools(session: Session, window: TrajectoryWindow) -> dict[uuid.UUID, set[str]]:
+    """Per trajectory: the names of every tool its llm calls offered the model."""
+    tools = EventRow.body[("observation", "tools")]
+    statement = _user_events(window, EventKind.LLM_CALL, EventRow.trajectory_id, tools).distinct()
+    offered: dict[uuid.UUID, set[str]] = {}
+    for trajectory_id, specs in session.execute(statement):
+        names = offered.setdefault(trajectory_id, set())
+        names.update(spec["name"] for spec in specs or [] if spec.get("name"))
+    return offered
+
+
+def tool_call_records(session: Session, window: TrajectoryWindow) -> list[ToolCallRecord]:
+    """Every user tool_call event of the window: the call and its outcome."""
+    statement = _user_events(
+        window,
+        EventKind.TOOL_CALL,
+        EventRow.id,
+        EventRow.trajectory_id,
+        EventRow.body[("action", "call")],
+        EventRow.body["outcome"],
+    ).order_by(EventRow.created_at, EventRow.id)
+    return [
+        _tool_call_record(event_id, trajectory_id, call or {}, outcome or {})
+        for event_id, trajectory_id, call, outcome in session.execute(statement)
+    ]
+
+
+def _tool_call_record(
+    event_id: uuid.UUID, trajectory_id: uuid.UUID, call: dict, outcome: dict
+) -> ToolCallRecord:
+    return ToolCallRecord(
+        event_id=event_id,
+        trajectory_id=trajectory_id,
+        call_id=call.get("id") or "",
+        tool=call.get("name") or "unknown",
+        arguments=call.get("arguments") or "",
+        success=outcome.get("success"),
+        error_class=outcome.get("error_class"),
+        error_message=outcome.get("error_message"),
+        tool_return=outcome.get("tool_return"),
+    )
+
+
+def window_rewards(session: Session, window: TrajectoryWindow) -> list[Reward]:
+    """Every reward of the window's trajectories (on the whole and on their events)."""
+    table = RewardRow.__table__
+    # Plain rows, not ORM objects: a window holds thousands of rewards, read once.
+    statement = (
+        select(table)
+        .where(table.c.trajectory_id.in_(_ids(window)))
+        .order_by(table.c.created_at, table.c.id)
+    )
+    return [_reward(row) for row in session.execute(statement)]
+
+
+def event_kinds(session: Session, event_ids: Collection[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """The kind of each of these events that exists."""
+    if not event_ids:
+        return {}
+    statement = select(EventRow.id, EventRow.kind).where(EventRow.id.in_(list(event_ids)))
+    return dict(session.execute(statement).all())
+
+
+def replies(
+    session: Session, parent_ids: Collection[uuid.UUID], kind: EventKind = EventKind.USER_MESSAGE
+) -> list[Event]:
+    """User-traffic events of `kind` caused by these events (e.g. the turn after an answer)."""
+    if not parent_ids:
+        return []
+    statement = (
+        select(EventRow.body)
+        .where(
+            EventRow.parent_id.in_(list(parent_ids)),
+            EventRow.kind == kind.value,
+            EventRow.traffic == Traffic.USER.value,
+        )
+        .order_by(EventRow.created_at, EventRow.id)
+    )
+    return [Event.model_validate(body) for body in session.scalars(statement)]
