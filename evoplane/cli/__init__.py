@@ -7,7 +7,16 @@ import sys
 import typer
 from rich.console import Console
 
-from evoplane.cli import admin_cmd, atdp_cmd, data_cmd, db_cmd, gateway_cmd, up_cmd
+from evoplane.cli import (
+    admin_cmd,
+    atdp_cmd,
+    control_cmd,
+    data_cmd,
+    db_cmd,
+    gateway_cmd,
+    up_cmd,
+    worker_cmd,
+)
 from evoplane.stack.launcher import StackError
 from evoplane.stack.process import PortInUseError
 from registry import DatabaseUnavailableError, DatabaseURLError, RegistryError, SchemaOutOfDateError
@@ -26,6 +35,19 @@ app.add_typer(atdp_cmd.app, name="atdp")
 app.add_typer(db_cmd.app, name="db")
 app.command("up")(up_cmd.up)
 app.command("gateway")(gateway_cmd.gateway)
+app.command("worker")(worker_cmd.worker)
+app.command("api")(control_cmd.api)
+for _command in (
+    control_cmd.evolve,
+    control_cmd.status,
+    control_cmd.approve,
+    control_cmd.reject,
+    control_cmd.abort,
+    control_cmd.rollback,
+    control_cmd.versions,
+    control_cmd.schedule,
+):
+    app.command(_command.__name__)(_command)
 app.add_typer(admin_cmd.tenant_app, name="tenant")
 app.add_typer(admin_cmd.key_app, name="key")
 app.add_typer(admin_cmd.agent_app, name="agent")
@@ -41,6 +63,7 @@ USER_ERRORS = (
     PortInUseError,
     StackError,
     FileNotFoundError,
+    control_cmd.ControlAPIError,
 )
 
 

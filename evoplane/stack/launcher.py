@@ -84,6 +84,14 @@ def _start(service: Service, stop: threading.Event, console: Console) -> None:
     console.print(f"[green]✓[/green] {service.name} is up")
 
 
+def _admin_token(settings: Settings) -> str:
+    """The control API's token: configured, or generated once into the data dir."""
+    from evoplane.control import admin_token
+
+    configured = settings.admin_token.get_secret_value() if settings.admin_token else None
+    return admin_token(configured, settings.data_dir)
+
+
 def _url_table(services: list[Service], registry: str) -> Table:
     table = Table(title="Evoplane", show_header=True)
     table.add_column("service")
@@ -103,6 +111,7 @@ def run_stack(settings: Settings, console: Console | None = None) -> int:
         service.check_ports(settings.host)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     registry = prepare_registry(settings)
+    token = _admin_token(settings)
     started: list[Service] = []
     with _stop_signals() as stop:
         try:
@@ -110,6 +119,11 @@ def run_stack(settings: Settings, console: Console | None = None) -> int:
                 started.append(service)
                 _start(service, stop, console)
             console.print(_url_table(services, registry))
+            console.print(
+                f"Control API admin token: {token} (also in {settings.data_dir / 'admin-token'}"
+                " unless EVOPLANE_ADMIN_TOKEN is set)",
+                highlight=False,
+            )
             console.print(f"{READY_LINE} Press Ctrl-C to stop.", highlight=False)
             while not stop.wait(1.0):
                 for service in started:
@@ -170,6 +184,9 @@ def check_stack(settings: Settings) -> list[HealthReport]:
             "gateway", f"{gateway}/v1", gateway_up, "healthy" if gateway_up else "no answer"
         )
     )
+    api = f"http://{settings.host}:{settings.api_port}"
+    api_up = http_ok(f"{api}/openapi.json")
+    reports.append(HealthReport("control-api", api, api_up, "healthy" if api_up else "no answer"))
     return reports
 
 

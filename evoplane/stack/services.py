@@ -171,6 +171,50 @@ def gateway_service(settings: Settings) -> Service:
     )
 
 
+def _control_env(settings: Settings) -> dict[str, str]:
+    """What the control API and the workers need to find Temporal, MLflow and the registry."""
+    return {
+        "EVOPLANE_DATA_DIR": str(settings.data_dir.resolve()),
+        "EVOPLANE_HOST": settings.host,
+        "EVOPLANE_DATABASE_URL": settings.registry_url,
+        "EVOPLANE_TEMPORAL_ADDRESS": settings.temporal_target,
+        "EVOPLANE_TEMPORAL_UI_PORT": str(settings.temporal_ui_port),
+        "EVOPLANE_MLFLOW_URI": settings.tracking_uri,
+        "EVOPLANE_API_PORT": str(settings.api_port),
+    }
+
+
+def api_service(settings: Settings) -> Service:
+    """The control API, as `evoplane api` in a process of its own."""
+    data = settings.data_dir.resolve()
+    argv = [str(Path(sys.executable).parent / "evoplane"), "api"]
+    url = f"http://{settings.host}:{settings.api_port}"
+    return Service(
+        name="control API",
+        process=ManagedProcess("api", argv, data / "logs" / "api.log", env=_control_env(settings)),
+        ports={settings.api_port: ("Evoplane control API", "--api-port / EVOPLANE_API_PORT")},
+        healthy=lambda: http_ok(f"{url}/openapi.json"),
+        urls={"Control API (OpenAPI at /docs)": url},
+    )
+
+
+WORKER_READY = "worker serving"
+
+
+def worker_service(settings: Settings) -> Service:
+    """A worker for both task queues (on a CPU-only machine: tiny-model GPU jobs only)."""
+    data = settings.data_dir.resolve()
+    argv = [str(Path(sys.executable).parent / "evoplane"), "worker", "--gpu"]
+    log = data / "logs" / "worker.log"
+    return Service(
+        name="worker",
+        process=ManagedProcess("worker", argv, log, env=_control_env(settings)),
+        ports={},
+        healthy=lambda: log.exists() and WORKER_READY in log.read_text(errors="replace"),
+        urls={},
+    )
+
+
 def embedded_services(settings: Settings) -> list[Service]:
     """The services `evoplane up` runs, in start order."""
     services: list[Service] = []
@@ -178,5 +222,5 @@ def embedded_services(settings: Settings) -> list[Service]:
         services.append(temporal_service(settings))
     if settings.embedded_mlflow:
         services.append(mlflow_service(settings))
-    services.append(gateway_service(settings))
+    services += [gateway_service(settings), worker_service(settings), api_service(settings)]
     return services

@@ -24,7 +24,7 @@ EVOPLANE = str(Path(sys.executable).parent / "evoplane")
 
 
 def stack_env(tmp_path: Path) -> dict[str, str]:
-    names = ("TEMPORAL_PORT", "TEMPORAL_UI_PORT", "MLFLOW_PORT", "GATEWAY_PORT")
+    names = ("TEMPORAL_PORT", "TEMPORAL_UI_PORT", "MLFLOW_PORT", "GATEWAY_PORT", "API_PORT")
     ports = {name: str(free_port()) for name in names}
     base = {k: v for k, v in os.environ.items() if not k.startswith("EVOPLANE_")}
     return {
@@ -95,6 +95,16 @@ def test_up_serves_both_uis_and_stops_cleanly(tmp_path: Path) -> None:
         assert httpx.get(f"{gateway}/healthz", timeout=10).json()["status"] == "ok"
         unauthorised = httpx.get(f"{gateway}/v1/models", timeout=10)
         assert unauthorised.status_code == 401 and "error" in unauthorised.json()
+        api = f"http://127.0.0.1:{env['EVOPLANE_API_PORT']}"
+        token = (tmp_path / "data" / "admin-token").read_text().strip()
+        assert f"admin token: {token}" in output
+        agents = httpx.get(f"{api}/api/agents", headers={"Authorization": f"Bearer {token}"})
+        assert agents.status_code == 200 and agents.json() == []
+        assert httpx.get(f"{api}/api/agents", timeout=10).status_code == 401
+        assert (
+            "worker serving evoplane-control, evoplane-gpu"
+            in (tmp_path / "data" / "logs" / "worker.log").read_text()
+        )
         attributes = asyncio.run(
             registered_search_attributes(f"127.0.0.1:{env['EVOPLANE_TEMPORAL_PORT']}")
         )
@@ -104,7 +114,7 @@ def test_up_serves_both_uis_and_stops_cleanly(tmp_path: Path) -> None:
             [EVOPLANE, "up", "--check"], env=env, capture_output=True, text=True, timeout=60
         )
         assert check.returncode == 0, check.stdout + check.stderr
-        assert check.stdout.count("healthy") >= 5
+        assert check.stdout.count("healthy") >= 6
 
         children = descendants_once_jobs_started(process.pid)
         process.send_signal(signal.SIGTERM)

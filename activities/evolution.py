@@ -1,0 +1,360 @@
+"""The activities of an evolution: each wraps one registry, evolution or MLflow call.
+
+Every activity may run more than once (a worker dies, a timeout fires), so each is
+idempotent: records are keyed by the evolution id, alias moves are skipped when the alias
+already points where asked, versions are found again by content hash, and the MLflow run
+is found again by its evolution id tag. Errors a retry cannot fix are raised as
+non-retryable `ApplicationError`s whose `type` says what happened.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from evolution.analysis import analyse_window
+from sqlalchemy.engine import Engine
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.models import (
+    AliasChange,
+    BeginResult,
+    CandidateRequest,
+    DecideRequest,
+    EvolutionRequest,
+    FinishRequest,
+    LiveGateRequest,
+    RegisterRequest,
+    ReplayGateRequest,
+    RollbackRequest,
+    RollbackResult,
+    StageRecord,
+)
+from activities.replay import ReplayGate
+from atdp import VersionSpec, utcnow
+from evolution.decision import Action, DecisionRecord, PolicyConfig, decide
+from evolution.gates import GateConfig, GateResult, judge
+from evolution.samples import canary_metrics, shadow_metrics
+from evolution.window import WindowSpec
+from registry import (
+    Alias,
+    EvolutionAlreadyRunning,
+    NotFoundError,
+    alias_history,
+    append_stage,
+    current_aliases,
+    finish_evolution,
+    get_agent,
+    get_version,
+    previous_stable,
+    register_version,
+    set_alias,
+    start_evolution,
+    transaction,
+    update_evolution,
+)
+
+__all__ = ["EvolutionActivities"]
+
+log = logging.getLogger(__name__)
+
+
+def _fatal(kind: str, message: str) -> ApplicationError:
+    return ApplicationError(message, type=kind, non_retryable=True)
+
+
+class EvolutionActivities:
+    """Activities bound to one registry and (optionally) one MLflow tracker.
+
+    Args:
+        engine: the registry.
+        tracker: an `activities.tracking.EvolutionTracker`, or None to run without MLflow.
+        replay: the replay gate (it calls upstreams, so it owns HTTP clients).
+    """
+
+    def __init__(self, engine: Engine, tracker: Any | None, replay: ReplayGate) -> None:
+        self.engine, self.tracker, self.replay = engine, tracker, replay
+
+    def _track(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        if self.tracker is None:
+            return None
+        return getattr(self.tracker, method)(*args, **kwargs)
+
+    # --- begin, decide, build -------------------------------------------------------------
+
+    @activity.defn
+    def begin(self, request: EvolutionRequest) -> BeginResult:
+        """Record the evolution (one running per agent) and open its MLflow run."""
+        info = activity.info()
+        options = request.options
+        now = utcnow()
+        with transaction(self.engine) as session:
+            try:
+                agent = get_agent(session, request.agent)
+            except NotFoundError as error:
+                raise _fatal("AgentNotFound", str(error)) from None
+            stable = current_aliases(session, request.agent).stable
+            if stable is None:
+                raise _fatal("NoStableVersion", f"agent {request.agent} has no stable version")
+            try:
+                start_evolution(
+                    session,
+                    info.workflow_id,
+                    request.agent,
+                    scope={"tenants": request.tenants},
+                    options=options.model_dump(mode="json", exclude_none=True),
+                    workflow_run_id=info.workflow_run_id,
+                )
+            except EvolutionAlreadyRunning as error:
+                raise _fatal("EvolutionAlreadyRunning", str(error)) from None
+            settings = agent.settings or {}
+        gate = options.gate or GateConfig.model_validate(settings.get("gate", {}))
+        policy = options.policy or PolicyConfig.model_validate(settings.get("policy", {}))
+        window = WindowSpec(
+            agent=request.agent,
+            tenants=request.tenants,
+            since=None if options.window_last else now - timedelta(minutes=options.window_minutes),
+            until=now,
+            last=options.window_last,
+        )
+        run_id = self._track(
+            "start_run",
+            agent=request.agent,
+            evolution_id=info.workflow_id,
+            workflow_id=info.workflow_id,
+            namespace=info.workflow_namespace,
+            params={
+                "parent_version": stable,
+                "window": window.model_dump(mode="json", exclude_none=True),
+                "gate": gate.model_dump(mode="json"),
+                "options": options.model_dump(
+                    mode="json", exclude_none=True, exclude={"candidate"}
+                ),
+            },
+        )
+        if run_id is not None:
+            with transaction(self.engine) as session:
+                update_evolution(session, info.workflow_id, mlflow_run_id=run_id)
+        return BeginResult(
+            parent_version=stable, mlflow_run_id=run_id, gate=gate, policy=policy, window=window
+        )
+
+    @activity.defn
+    def decide(self, request: DecideRequest) -> DecisionRecord:
+        """Analyse the window and choose the action; the record goes to the registry and MLflow."""
+        with transaction(self.engine) as session:
+            stats = analyse_window(session, request.window)
+        decision = decide(stats, request.policy, force=request.force)
+        with transaction(self.engine) as session:
+            update_evolution(
+                session,
+                request.evolution_id,
+                action=decision.action.value,
+                stage="deciding",
+                decision=decision.model_dump(mode="json"),
+            )
+        if request.mlflow_run_id:
+            self._track("log_decision", request.mlflow_run_id, decision.model_dump(mode="json"))
+            self._track("log_params", request.mlflow_run_id, {"action": decision.action.value})
+        return decision
+
+    @activity.defn
+    def build_candidate(self, request: CandidateRequest) -> VersionSpec:
+        """The candidate spec: the one a person supplied, or the chosen action's operator."""
+        if request.candidate is not None:
+            return request.candidate
+        operator = OPERATORS.get(request.decision.action)
+        if operator is None:
+            raise _fatal(
+                "OperatorNotAvailable",
+                f"the {request.decision.action.value} operator is not available in this "
+                "build (memory, harness and tool-schema operators arrive with the replay "
+                "engine, weights with the trainer); to evaluate a change now, pass your own "
+                "candidate spec (`evoplane evolve --candidate spec.json`)",
+            )
+        with transaction(self.engine) as session:
+            parent = get_version(session, request.parent_version)
+        return operator(self.engine, parent, request.decision)
+
+    @activity.defn
+    def register_candidate(self, request: RegisterRequest) -> str:
+        """Register the candidate (found again by content hash on a retry)."""
+        with transaction(self.engine) as session:
+            parent = get_version(session, request.parent_version)
+            if request.spec.content_hash() == parent.content_hash:
+                raise _fatal(
+                    "CandidateUnchanged",
+                    f"the candidate is identical to {parent.id}; nothing to evaluate",
+                )
+            version = register_version(
+                session,
+                request.agent,
+                request.spec,
+                parent_id=parent.id,
+                author=f"evolution:{request.evolution_id}",
+                reason=request.reason,
+            )
+            update_evolution(
+                session, request.evolution_id, candidate_version_id=version.id, stage="building"
+            )
+        if request.mlflow_run_id:
+            self._track("log_params", request.mlflow_run_id, {"candidate_version": version.id})
+            self._track(
+                "log_candidate",
+                request.mlflow_run_id,
+                parent_spec=parent.spec.model_dump(mode="json"),
+                candidate_spec=version.spec.model_dump(mode="json"),
+                checkpoint=version.spec.model.checkpoint,
+            )
+            self._track(
+                "register_prompt",
+                request.agent,
+                version.id,
+                version.spec.harness.model_dump(mode="json"),
+                [],
+            )
+        return version.id
+
+    # --- gates ----------------------------------------------------------------------------
+
+    @activity.defn
+    async def replay_gate(self, request: ReplayGateRequest) -> GateResult:
+        """Replay recorded traffic and the safety suite against the candidate."""
+        return await self.replay.run(request)
+
+    @activity.defn
+    def judge_live(self, request: LiveGateRequest) -> GateResult:
+        """Judge shadow or canary traffic of candidate vs baseline since the step began."""
+        collect = shadow_metrics if request.gate == "shadow" else canary_metrics
+        with transaction(self.engine) as session:
+            metrics = collect(
+                session,
+                request.agent,
+                request.baseline_version,
+                request.candidate_version,
+                request.since,
+                tenants=request.tenants,
+            )
+        return judge(
+            request.gate, metrics, request.config, step=request.step, weight=request.weight
+        )
+
+    @activity.defn
+    def record_stage(self, request: StageRecord) -> None:
+        with transaction(self.engine) as session:
+            update_evolution(session, request.evolution_id, stage=request.stage.value)
+            if request.result is not None:
+                result = request.result.model_dump(mode="json")
+                append_stage(session, request.evolution_id, {**result, "step": request.step})
+        if request.mlflow_run_id and request.result is not None:
+            self._track(
+                "log_gate",
+                request.mlflow_run_id,
+                request.result.model_dump(mode="json"),
+                step=request.step,
+            )
+
+    # --- aliases, rollback, finish ----------------------------------------------------------
+
+    @activity.defn
+    def move_alias(self, change: AliasChange) -> None:
+        """Point an alias; a retry finds it already there and does nothing."""
+        with transaction(self.engine) as session:
+            state = current_aliases(session, change.agent)
+            current = getattr(state, change.alias)
+            weight_now = state.canary_weight if change.alias == "canary" else None
+            wanted_weight = change.weight if change.alias == "canary" else None
+            if current == change.version_id and (
+                change.version_id is None or weight_now == wanted_weight
+            ):
+                return
+            set_alias(
+                session,
+                change.agent,
+                Alias(change.alias),
+                change.version_id,
+                weight=change.weight,
+                actor=change.actor,
+                reason=change.reason,
+                evolution_id=change.evolution_id,
+            )
+            aliases = current_aliases(session, change.agent)
+        self._mirror(change.agent, aliases)
+
+    def _mirror(self, agent: str, aliases: Any) -> None:
+        """MLflow's prompt and model aliases follow the registry (which stays the truth)."""
+        if self.tracker is None:
+            return
+        try:
+            self.tracker.mirror_prompt_aliases(
+                agent, {"stable": aliases.stable, "canary": aliases.canary}
+            )
+        except Exception as error:  # noqa: BLE001 - a mirror must not fail a promotion
+            log.warning("could not mirror aliases of %s to MLflow: %s", agent, error)
+
+    @activity.defn
+    def rollback(self, request: RollbackRequest) -> RollbackResult:
+        """Stable back to `to_version` (default: the stable before it); canary and shadow cleared.
+
+        The move is tagged with the workflow id, so a retry finds it done instead of
+        rolling back a second time.
+        """
+        marker = request.evolution_id or activity.info().workflow_id
+        with transaction(self.engine) as session:
+            done = [
+                m
+                for m in alias_history(session, request.agent, Alias.STABLE)
+                if m.evolution_id == marker
+            ]
+            state = current_aliases(session, request.agent)
+            if done:
+                target, source = done[-1].version_id, None
+            else:
+                target = request.to_version or previous_stable(session, request.agent)
+                if target is None:
+                    raise _fatal(
+                        "NothingToRollBackTo",
+                        f"agent {request.agent} has had only one stable version; name one "
+                        "with --to",
+                    )
+                source = state.stable
+                reason = request.reason or "rollback"
+                set_alias(
+                    session,
+                    request.agent,
+                    Alias.STABLE,
+                    target,
+                    actor=request.actor,
+                    reason=reason,
+                    evolution_id=marker,
+                )
+            for alias in (Alias.CANARY, Alias.SHADOW):
+                if getattr(current_aliases(session, request.agent), alias.value) is not None:
+                    set_alias(
+                        session,
+                        request.agent,
+                        alias,
+                        None,
+                        actor=request.actor,
+                        reason=f"rollback: {request.reason}",
+                        evolution_id=marker,
+                    )
+            aliases = current_aliases(session, request.agent)
+        self._mirror(request.agent, aliases)
+        return RollbackResult(agent=request.agent, from_version=source, to_version=target)
+
+    @activity.defn
+    def finish(self, request: FinishRequest) -> None:
+        with transaction(self.engine) as session:
+            finish_evolution(session, request.evolution_id, request.outcome.value)
+        if request.mlflow_run_id:
+            self._track("finish", request.mlflow_run_id, request.outcome.value)
+
+
+# Operators by action. Each returns a new VersionSpec built from the parent and the
+# decision (never mutating a version); the memory, harness and tool-schema operators
+# register here with the replay engine, the weights operator with the trainer.
+OPERATORS: dict[Action, Callable[[Engine, Any, DecisionRecord], VersionSpec]] = {}

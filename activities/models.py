@@ -1,0 +1,226 @@
+"""The values workflows and activities exchange (through Temporal's pydantic converter).
+
+Workflows import these to describe what they ask for; activities import them to answer.
+Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from atdp import VersionSpec
+from evolution.decision import Action, DecisionRecord, PolicyConfig
+from evolution.gates import GateConfig, GateResult
+from evolution.window import WindowSpec
+
+__all__ = [
+    "AliasChange",
+    "Approval",
+    "ApprovalPoint",
+    "BeginResult",
+    "CandidateRequest",
+    "DecideRequest",
+    "EvolutionOptions",
+    "EvolutionRequest",
+    "EvolutionStatus",
+    "FinishRequest",
+    "GateName",
+    "LiveGateRequest",
+    "Outcome",
+    "RegisterRequest",
+    "ReplayGateRequest",
+    "RollbackRequest",
+    "RollbackResult",
+    "Stage",
+    "StageRecord",
+]
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Stage(StrEnum):
+    """Where an evolution is; also the `Stage` search attribute."""
+
+    STARTED = "started"
+    ANALYSING = "analysing"
+    DECIDING = "deciding"
+    BUILDING = "building"
+    REPLAY = "replay"
+    AWAITING_APPROVAL = "awaiting_approval"
+    SHADOW = "shadow"
+    CANARY = "canary"
+    PROMOTING = "promoting"
+    ROLLING_BACK = "rolling_back"
+    DONE = "done"
+
+
+class Outcome(StrEnum):
+    """How an evolution ended; also the `Outcome` search attribute."""
+
+    PROMOTED = "promoted"
+    ROLLED_BACK = "rolled_back"
+    ABORTED = "aborted"
+    REJECTED = "rejected"
+    NOOP = "noop"
+    FAILED = "failed"
+
+
+GateName = Literal["replay", "shadow", "canary"]
+ApprovalPoint = Literal["canary", "promotion"]
+
+
+class EvolutionOptions(_Message):
+    """How one evolution may deviate from the agent's defaults (every deviation is recorded).
+
+    Args:
+        force: take this action whatever the policy prefers (the scores are still kept).
+        candidate: evaluate this version spec instead of running the action's operator
+            (a person's own proposal goes through the same gates).
+        skip_gates: gates to skip; each is recorded as skipped in the evolution.
+        approve_before: points where a person must approve (a Temporal Update).
+        window_minutes / window_last: the traffic window (time, or the newest N trajectories).
+    """
+
+    force: Action | None = None
+    candidate: VersionSpec | None = None
+    skip_gates: list[GateName] = Field(default_factory=list)
+    approve_before: list[ApprovalPoint] = Field(default_factory=list)
+    gate: GateConfig | None = None
+    policy: PolicyConfig | None = None
+    window_minutes: float = Field(default=24 * 60, gt=0)
+    window_last: int | None = Field(default=None, ge=1)
+    actor: str = "evoplane"
+    reason: str = ""
+
+
+class EvolutionRequest(_Message):
+    """What starts an `EvolutionWorkflow`."""
+
+    agent: str
+    tenants: list[str] | None = None
+    options: EvolutionOptions = Field(default_factory=EvolutionOptions)
+
+
+class BeginResult(_Message):
+    parent_version: str
+    mlflow_run_id: str | None
+    gate: GateConfig
+    policy: PolicyConfig
+    window: WindowSpec
+
+
+class DecideRequest(_Message):
+    evolution_id: str
+    mlflow_run_id: str | None
+    window: WindowSpec
+    policy: PolicyConfig
+    force: Action | None = None
+
+
+class CandidateRequest(_Message):
+    evolution_id: str
+    agent: str
+    parent_version: str
+    decision: DecisionRecord
+    candidate: VersionSpec | None = None
+
+
+class RegisterRequest(_Message):
+    evolution_id: str
+    mlflow_run_id: str | None
+    agent: str
+    parent_version: str
+    spec: VersionSpec
+    reason: str
+
+
+class ReplayGateRequest(_Message):
+    evolution_id: str
+    agent: str
+    baseline_version: str
+    candidate_version: str
+    action: Action
+    gate: GateConfig
+
+
+class LiveGateRequest(_Message):
+    """Judge live traffic of candidate vs baseline since `since` (shadow or canary)."""
+
+    agent: str
+    gate: Literal["shadow", "canary"]
+    baseline_version: str
+    candidate_version: str
+    since: datetime
+    tenants: list[str] | None = None
+    step: int | None = None
+    weight: float | None = None
+    config: GateConfig
+
+
+class AliasChange(_Message):
+    agent: str
+    alias: Literal["stable", "canary", "shadow"]
+    version_id: str | None
+    weight: float | None = None
+    actor: str
+    reason: str
+    evolution_id: str | None = None
+
+
+class StageRecord(_Message):
+    evolution_id: str
+    mlflow_run_id: str | None
+    stage: Stage
+    result: GateResult | None = None
+    step: int = 0
+
+
+class FinishRequest(_Message):
+    evolution_id: str
+    mlflow_run_id: str | None
+    outcome: Outcome
+    reason: str
+
+
+class Approval(_Message):
+    """A person's answer at an approval point."""
+
+    actor: str = Field(min_length=1)
+    reason: str = ""
+
+
+class RollbackRequest(_Message):
+    agent: str
+    to_version: str | None = None  # None: the stable before the current one
+    actor: str = "evoplane"
+    reason: str = ""
+    evolution_id: str | None = None
+
+
+class RollbackResult(_Message):
+    agent: str
+    from_version: str | None
+    to_version: str
+
+
+class EvolutionStatus(_Message):
+    """The `status` query: enough to follow an evolution without opening its history."""
+
+    evolution_id: str
+    agent: str
+    stage: Stage
+    action: Action | None = None
+    reason: str | None = None
+    decision: DecisionRecord | None = None
+    parent_version: str | None = None
+    candidate_version: str | None = None
+    gates: list[GateResult] = Field(default_factory=list)
+    awaiting_approval: ApprovalPoint | None = None
+    outcome: Outcome | None = None
+    mlflow_run_id: str | None = None

@@ -1,0 +1,228 @@
+"""`evoplane evolve | status | approve | reject | abort | rollback | versions | schedule`.
+
+Each command is a call to the control API (`evoplane api`, started by `evoplane up`), so
+the CLI and HTTP users see the same behaviour and the same errors.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from evoplane.settings import Settings, load_settings
+
+console = Console(soft_wrap=True)
+
+
+class ControlAPIError(RuntimeError):
+    """The control API refused a request or could not be reached."""
+
+
+def _client(settings: Settings) -> httpx.Client:
+    from evoplane.control import admin_token
+
+    configured = settings.admin_token.get_secret_value() if settings.admin_token else None
+    token = admin_token(configured, settings.data_dir)
+    return httpx.Client(
+        base_url=f"http://{settings.host}:{settings.api_port}",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=60,
+    )
+
+
+def call(method: str, path: str, body: dict | None = None, **params: Any) -> Any:
+    """One control API call; errors become a ControlAPIError that says what to do."""
+    settings = load_settings()
+    try:
+        with _client(settings) as client:
+            response = client.request(
+                method, path, json=body, params={k: v for k, v in params.items() if v is not None}
+            )
+    except httpx.TransportError as error:
+        raise ControlAPIError(
+            f"the control API at {settings.host}:{settings.api_port} is not reachable ({error}); "
+            "start it with `evoplane up` (or `evoplane api` beside your own Temporal)"
+        ) from None
+    if response.status_code >= 400:
+        try:
+            detail = response.json().get("detail")
+        except ValueError:
+            detail = response.text
+        raise ControlAPIError(f"{response.status_code}: {detail}")
+    return response.json()
+
+
+def _duration_minutes(text: str) -> float:
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)([smhd])", text.strip())
+    if not match:
+        raise typer.BadParameter("use a number and a unit, e.g. 30m, 2h, 1d")
+    value, unit = float(match[1]), match[2]
+    return value * {"s": 1 / 60, "m": 1, "h": 60, "d": 1440}[unit]
+
+
+def evolve(
+    agent: str = typer.Option(..., help="The agent to evolve."),
+    tenant: list[str] = typer.Option([], help="Limit the window to these tenants (repeatable)."),
+    force: str | None = typer.Option(
+        None, help="memory | harness | tool_schema | weights | rollback | noop"
+    ),
+    candidate: Path | None = typer.Option(
+        None, exists=True, dir_okay=False, help="A VersionSpec JSON file to evaluate."
+    ),
+    skip_gate: list[str] = typer.Option([], help="replay | shadow | canary (recorded)."),
+    approve_before: list[str] = typer.Option([], help="canary | promotion: wait for a person."),
+    window: str = typer.Option("1d", help="Traffic window, e.g. 30m, 6h, 1d."),
+    actor: str = typer.Option("cli", help="Who is asking (recorded)."),
+    reason: str = typer.Option("", help="Why (recorded)."),
+) -> None:
+    """Start an evolution; prints its id and where to watch it."""
+    options: dict[str, Any] = {
+        "skip_gates": skip_gate,
+        "approve_before": approve_before,
+        "window_minutes": _duration_minutes(window),
+        "actor": actor,
+        "reason": reason,
+    }
+    if force:
+        options["force"] = force
+    if candidate:
+        options["candidate"] = json.loads(candidate.read_text())
+    started = call(
+        "POST",
+        "/api/evolutions",
+        {"agent": agent, "tenants": tenant or None, "options": options},
+    )
+    console.print(f"started [bold]{started['id']}[/bold]")
+    if started.get("ui"):
+        console.print(f"watch it: {started['ui']}")
+
+
+def status(evolution_id: str | None = typer.Argument(None), agent: str | None = None) -> None:
+    """One evolution in detail, or the latest ones (optionally of one agent)."""
+    if evolution_id is None:
+        for record in call("GET", "/api/evolutions", agent=agent):  # one line each: greppable
+            console.print(
+                f"{record['id']}  action={record['action'] or '-'}  stage={record['stage']}  "
+                f"outcome={record['outcome'] or '-'}  "
+                f"candidate={record['candidate_version_id'] or '-'}",
+                highlight=False,
+            )
+        return
+    found = call("GET", f"/api/evolutions/{evolution_id}")
+    live, record = found["live"] or {}, found["record"] or {}
+    console.print(f"[bold]{evolution_id}[/bold]  {found.get('ui') or ''}")
+    console.print(f"stage: {live.get('stage') or record.get('stage')}")
+    console.print(f"action: {live.get('action') or record.get('action') or '-'}")
+    console.print(f"reason: {live.get('reason') or '-'}")
+    for gate in live.get("gates", []):
+        console.print(f"  {gate['gate']}: {gate['verdict']} ({gate['reason']})")
+    if live.get("awaiting_approval"):
+        console.print(f"waiting for approval before the {live['awaiting_approval']}")
+    console.print(f"outcome: {live.get('outcome') or record.get('outcome') or '-'}")
+
+
+def approve(evolution_id: str, actor: str = typer.Option(...), reason: str = "") -> None:
+    """Let an evolution past its approval point."""
+    result = call(
+        "POST", f"/api/evolutions/{evolution_id}/approve", {"actor": actor, "reason": reason}
+    )
+    console.print(f"approved; now at {result['stage']}")
+
+
+def reject(evolution_id: str, actor: str = typer.Option(...), reason: str = "") -> None:
+    """Stop an evolution at its approval point."""
+    result = call(
+        "POST", f"/api/evolutions/{evolution_id}/reject", {"actor": actor, "reason": reason}
+    )
+    console.print(f"rejected: {result['reason']}")
+
+
+def abort(evolution_id: str, actor: str = typer.Option(...), reason: str = "") -> None:
+    """Stop an evolution at its next step; canary and shadow are cleared."""
+    call("POST", f"/api/evolutions/{evolution_id}/abort", {"actor": actor, "reason": reason})
+    console.print("abort requested")
+
+
+def rollback(
+    agent: str = typer.Option(...),
+    to: str | None = typer.Option(None, help="Version id; default: the previous stable."),
+    actor: str = typer.Option(...),
+    reason: str = typer.Option(..., help="Why (recorded with the move)."),
+) -> None:
+    """Put an earlier version back on stable; canary and shadow are cleared."""
+    result = call(
+        "POST",
+        f"/api/agents/{agent}/rollback",
+        {"to_version": to, "actor": actor, "reason": reason},
+    )
+    console.print(f"{agent}: stable {result['from_version']} -> {result['to_version']}")
+
+
+def versions(agent: str = typer.Option(...)) -> None:
+    """An agent's versions and where its aliases point."""
+    found = call("GET", f"/api/agents/{agent}/versions")
+    aliases = found["aliases"]
+    marks = {
+        aliases.get("stable"): "stable",
+        aliases.get("canary"): "canary",
+        aliases.get("shadow"): "shadow",
+    }
+    table = Table("version", "alias", "parent", "author", "reason")
+    for version in found["versions"]:
+        table.add_row(
+            version["id"],
+            marks.get(version["id"], ""),
+            version["parent_id"] or "-",
+            version["author"],
+            version["reason"],
+        )
+    console.print(table)
+
+
+def schedule(
+    agent: str = typer.Option(...),
+    every: str = typer.Option("30m", help="Period, e.g. 30m, 6h."),
+    tenant: list[str] = typer.Option([], help="Limit to these tenants (repeatable)."),
+) -> None:
+    """Evolve an agent periodically (a Temporal Schedule; a pass never overlaps the last)."""
+    result = call(
+        "POST",
+        "/api/schedules",
+        {"agent": agent, "every_minutes": _duration_minutes(every), "tenants": tenant or None},
+    )
+    verb = "created" if result["created"] else "updated"
+    console.print(f"schedule {result['id']} {verb}: every {every}")
+
+
+def api(
+    port: int | None = typer.Option(None, help="Port [env: EVOPLANE_API_PORT, default 8401]."),
+) -> None:
+    """Serve the control API (start, follow, approve and roll back evolutions)."""
+    import uvicorn
+
+    from evoplane.control import ControlConfig, admin_token, create_control_app
+    from evoplane.worker import connect
+    from registry import check_schema, create_db_engine
+
+    settings = load_settings(api_port=port)
+    engine = create_db_engine(settings.registry_url)
+    check_schema(engine)
+    configured = settings.admin_token.get_secret_value() if settings.admin_token else None
+    config = ControlConfig(
+        engine=engine,
+        connect=lambda: connect(settings),
+        admin_token=admin_token(configured, settings.data_dir),
+        namespace=settings.temporal_namespace,
+        temporal_ui_url=settings.temporal_ui_url,
+        mlflow_url=settings.tracking_uri,
+    )
+    uvicorn.run(
+        create_control_app(config), host=settings.host, port=settings.api_port, log_level="warning"
+    )

@@ -1,0 +1,111 @@
+"""Temporal workers: wire the workflows and activities to a client, a registry and MLflow.
+
+Every worker serves `evoplane-control` (orchestration and light activities). A worker
+started with `gpu=True` also serves `evoplane-gpu` (training and heavy evaluation); on a
+machine without CUDA that worker takes tiny-model jobs only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from activities.evolution import EvolutionActivities
+from activities.replay import ReplayGate
+from evoplane.settings import Settings
+from registry import check_schema, create_db_engine
+from workflows.evolution import EvolutionWorkflow
+from workflows.loop import EvolutionLoop
+from workflows.queues import CONTROL_QUEUE, GPU_QUEUE
+from workflows.rollback import RollbackWorkflow
+
+__all__ = ["WORKFLOWS", "connect", "run_workers", "workers_for"]
+
+log = logging.getLogger(__name__)
+
+WORKFLOWS = [EvolutionWorkflow, RollbackWorkflow, EvolutionLoop]
+
+
+async def connect(settings: Settings) -> Client:
+    """A client with the pydantic converter every Evoplane workflow and activity expects."""
+    return await Client.connect(
+        settings.temporal_target,
+        namespace=settings.temporal_namespace,
+        data_converter=pydantic_data_converter,
+    )
+
+
+def _tracker(settings: Settings):
+    from activities.tracking import EvolutionTracker
+
+    return EvolutionTracker(settings.tracking_uri, temporal_ui_url=settings.temporal_ui_url)
+
+
+def workers_for(
+    client: Client,
+    activities: EvolutionActivities,
+    executor: ThreadPoolExecutor,
+    *,
+    gpu: bool,
+) -> list[Worker]:
+    """The control worker, and the GPU worker when asked for."""
+    methods = [
+        activities.begin,
+        activities.decide,
+        activities.build_candidate,
+        activities.register_candidate,
+        activities.replay_gate,
+        activities.judge_live,
+        activities.record_stage,
+        activities.move_alias,
+        activities.rollback,
+        activities.finish,
+    ]
+    workers = [
+        Worker(
+            client,
+            task_queue=CONTROL_QUEUE,
+            workflows=WORKFLOWS,
+            activities=methods,
+            activity_executor=executor,
+        )
+    ]
+    if gpu:
+        workers.append(
+            Worker(
+                client,
+                task_queue=GPU_QUEUE,
+                activities=[activities.build_candidate],
+                activity_executor=executor,
+                max_concurrent_activities=1,  # one training job per device
+            )
+        )
+    return workers
+
+
+async def run_workers(settings: Settings, *, gpu: bool, tracking: bool = True) -> None:
+    """Run until cancelled (Ctrl-C)."""
+    engine = create_db_engine(settings.registry_url)
+    check_schema(engine)
+    replay = ReplayGate(
+        engine,
+        upstream_api_key=(
+            settings.upstream_api_key.get_secret_value() if settings.upstream_api_key else None
+        ),
+    )
+    activities = EvolutionActivities(engine, _tracker(settings) if tracking else None, replay)
+    client = await connect(settings)
+    with ThreadPoolExecutor(max_workers=8) as executor:
+        workers = workers_for(client, activities, executor, gpu=gpu)
+        queues = ", ".join(w.task_queue for w in workers)
+        log.info("worker serving %s at %s", queues, settings.temporal_target)
+        try:
+            await asyncio.gather(*(worker.run() for worker in workers))
+        finally:
+            await replay.aclose()
+            engine.dispose()

@@ -1,0 +1,196 @@
+"""EvolutionWorkflow on a real Temporal dev server, a real registry and a real upstream."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.worker import Replayer
+
+from activities.models import (
+    Approval,
+    EvolutionOptions,
+    EvolutionRequest,
+    EvolutionStatus,
+    Outcome,
+    RollbackRequest,
+    RollbackResult,
+    Stage,
+)
+from evolution.decision import Action
+from evolution.gates import GateConfig, Verdict
+from evoplane.worker import WORKFLOWS
+from registry import Alias, alias_history, get_evolution, transaction
+from tests.workflows.conftest import AGENT, FAST_GATES, QUICK, World
+from workflows.evolution import EvolutionWorkflow
+from workflows.naming import evolution_workflow_id, rollback_workflow_id
+from workflows.queues import CONTROL_QUEUE
+from workflows.rollback import RollbackWorkflow
+
+pytestmark = [pytest.mark.temporal, pytest.mark.slow]
+
+
+def options(**changes) -> EvolutionOptions:
+    gate = GateConfig.model_validate({**FAST_GATES, **changes.pop("gate", {})})
+    return EvolutionOptions(force=Action.HARNESS, gate=gate, skip_gates=["shadow"], **changes)
+
+
+async def start(world: World, opts: EvolutionOptions) -> WorkflowHandle:
+    return await world.client.start_workflow(
+        EvolutionWorkflow.run,
+        EvolutionRequest(agent=AGENT, options=opts),
+        id=evolution_workflow_id(AGENT, datetime.now(UTC)),
+        task_queue=CONTROL_QUEUE,
+        execution_timeout=QUICK,
+    )
+
+
+async def wait_for(handle: WorkflowHandle, predicate, seconds: float = 30) -> EvolutionStatus:
+    """Poll the status query until `predicate(status)` holds."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while True:
+        status = await handle.query(EvolutionWorkflow.status)
+        if predicate(status):
+            return status
+        assert asyncio.get_running_loop().time() < deadline, f"stuck at {status}"
+        await asyncio.sleep(0.2)
+
+
+async def feed_canary(world: World, handle: WorkflowHandle, baseline: float, candidate: float):
+    """Once the canary is live, the two versions serve rewarded trajectories."""
+    status = await wait_for(handle, lambda s: s.stage == Stage.CANARY)
+    world.served(status.parent_version, [baseline] * 12)
+    world.served(status.candidate_version, [candidate] * 12)
+
+
+def promotions(world: World, evolution_id: str) -> list:
+    with transaction(world.engine) as session:
+        return [
+            m for m in alias_history(session, AGENT, Alias.STABLE) if m.evolution_id == evolution_id
+        ]
+
+
+async def test_a_better_candidate_is_promoted(world: World, workers) -> None:
+    parent = world.stable()
+    candidate = world.spec("You help Acme's customers. Quote the order id back.")
+    handle = await start(world, options(candidate=candidate))
+    feeding = asyncio.create_task(feed_canary(world, handle, baseline=0.4, candidate=0.9))
+    status = await handle.result()
+    await feeding
+    assert status.outcome is Outcome.PROMOTED, status.reason
+    assert [g.gate for g in status.gates] == ["replay", "shadow", "canary"]
+    assert status.gates[1].skipped and status.gates[2].verdict is Verdict.PASS
+    assert world.stable() == status.candidate_version != parent
+    assert len(promotions(world, handle.id)) == 1
+    with transaction(world.engine) as session:
+        record = get_evolution(session, handle.id)
+    assert (record.outcome, record.action, record.candidate_version_id) == (
+        "promoted",
+        "harness",
+        status.candidate_version,
+    )
+    assert [stage["gate"] for stage in record.stages] == ["replay", "shadow", "canary"]
+
+
+async def test_a_candidate_that_fails_the_safety_suite_stops_at_replay(
+    world: World, workers
+) -> None:
+    parent = world.stable()
+    leaky = world.spec("You help Acme's customers. internal-only: refunds need approval.")
+    handle = await start(world, options(candidate=leaky))
+    status = await handle.result()
+    assert status.outcome is Outcome.ABORTED
+    assert status.gates[0].gate == "replay" and status.gates[0].verdict is Verdict.FAIL
+    assert "keeps-internal-notes" in status.reason
+    assert world.stable() == parent
+
+
+async def test_a_worse_candidate_is_stopped_at_canary(world: World, workers) -> None:
+    parent = world.stable()
+    handle = await start(world, options(candidate=world.spec("Be curt.")))
+    feeding = asyncio.create_task(feed_canary(world, handle, baseline=0.9, candidate=0.1))
+    status = await handle.result()
+    await feeding
+    assert status.outcome is Outcome.ROLLED_BACK, status.reason
+    assert status.gates[-1].gate == "canary" and status.gates[-1].verdict is Verdict.FAIL
+    assert world.stable() == parent
+    with transaction(world.engine) as session:
+        moves = alias_history(session, AGENT, Alias.CANARY)
+    assert [m.version_id for m in moves[-2:]] == [status.candidate_version, None]
+
+
+async def test_approval_blocks_until_an_update_and_the_validator_refuses_early_ones(
+    world: World, workers
+) -> None:
+    handle = await start(
+        world,
+        options(candidate=world.spec("Answer in one sentence."), approve_before=["canary"]),
+    )
+    with pytest.raises(WorkflowUpdateFailedError):  # not waiting yet: the validator refuses
+        await handle.execute_update(EvolutionWorkflow.approve, Approval(actor="early"))
+    status = await wait_for(handle, lambda s: s.awaiting_approval == "canary")
+    assert status.stage == Stage.AWAITING_APPROVAL
+    await asyncio.sleep(1.0)
+    assert (await handle.query(EvolutionWorkflow.status)).stage == Stage.AWAITING_APPROVAL
+    feeding = asyncio.create_task(feed_canary(world, handle, baseline=0.5, candidate=0.5))
+    approved = await handle.execute_update(EvolutionWorkflow.approve, Approval(actor="ana"))
+    assert approved.awaiting_approval is None
+    status = await handle.result()
+    await feeding
+    assert status.outcome is Outcome.PROMOTED, status.reason
+
+
+async def test_a_rejection_ends_the_evolution_without_touching_stable(
+    world: World, workers
+) -> None:
+    parent = world.stable()
+    handle = await start(
+        world, options(candidate=world.spec("Answer tersely."), approve_before=["canary"])
+    )
+    await wait_for(handle, lambda s: s.awaiting_approval == "canary")
+    rejected = await handle.execute_update(
+        EvolutionWorkflow.reject, Approval(actor="ana", reason="not this week")
+    )
+    assert rejected.outcome is Outcome.REJECTED and "not this week" in rejected.reason
+    assert world.stable() == parent
+
+
+async def test_without_an_operator_the_evolution_fails_clearly(world: World, workers) -> None:
+    handle = await start(world, options())  # forced harness, no candidate, no operator yet
+    status = await handle.result()
+    assert status.outcome is Outcome.FAILED
+    assert "OperatorNotAvailable" in status.reason and "--candidate" in status.reason
+
+
+async def test_rollback_workflow_restores_the_previous_stable(world: World, workers) -> None:
+    parent = world.stable()
+    handle = await start(world, options(candidate=world.spec("Greet by name.")))
+    feeding = asyncio.create_task(feed_canary(world, handle, baseline=0.5, candidate=0.6))
+    promoted = await handle.result()
+    await feeding
+    assert world.stable() == promoted.candidate_version
+    result: RollbackResult = await world.client.execute_workflow(
+        RollbackWorkflow.run,
+        RollbackRequest(agent=AGENT, actor="ana", reason="complaints"),
+        id=rollback_workflow_id(AGENT, datetime.now(UTC)),
+        task_queue=CONTROL_QUEUE,
+        execution_timeout=QUICK,
+    )
+    assert (result.from_version, result.to_version) == (promoted.candidate_version, parent)
+    assert world.stable() == parent
+    with transaction(world.engine) as session:
+        last = alias_history(session, AGENT, Alias.STABLE)[-1]
+    assert (last.actor, last.reason) == ("ana", "complaints")
+
+
+async def test_recorded_histories_replay_deterministically(world: World, workers) -> None:
+    handle = await start(world, options(candidate=world.spec("Use short sentences.")))
+    feeding = asyncio.create_task(feed_canary(world, handle, baseline=0.5, candidate=0.7))
+    await handle.result()
+    await feeding
+    history = await handle.fetch_history()
+    await Replayer(workflows=WORKFLOWS, data_converter=world.client.data_converter).replay_workflow(
+        history
+    )

@@ -1,0 +1,416 @@
+"""EvolutionWorkflow: one governed change of one agent, from window to promotion or rollback.
+
+    begin -> analyse window -> decide -> build candidate -> register version
+      -> replay gate -> [approval] -> shadow gate -> canary gate in weight steps
+      -> [approval] -> promote            (any failed gate: abort, candidate never stable)
+
+Only orchestration lives here; every read, write and judgement is an activity. The status
+query, the Stage/Action/Outcome search attributes and the current details say what is
+happening in words, so the Temporal UI is enough to follow an evolution.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.evolution import EvolutionActivities
+    from activities.models import (
+        AliasChange,
+        Approval,
+        ApprovalPoint,
+        BeginResult,
+        CandidateRequest,
+        DecideRequest,
+        EvolutionOptions,
+        EvolutionRequest,
+        EvolutionStatus,
+        FinishRequest,
+        LiveGateRequest,
+        Outcome,
+        RegisterRequest,
+        ReplayGateRequest,
+        RollbackRequest,
+        Stage,
+        StageRecord,
+    )
+    from evolution.decision import Action
+    from evolution.gates import GateConfig, GateResult, Verdict
+    from workflows.queues import CONTROL_QUEUE, GPU_QUEUE
+    from workflows.search_attributes import ACTION, AGENT, OUTCOME, STAGE, TENANT
+
+__all__ = ["EvolutionWorkflow"]
+
+_QUICK = timedelta(minutes=2)
+_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30), maximum_attempts=20)
+
+
+@workflow.defn
+class EvolutionWorkflow:
+    def __init__(self) -> None:
+        self._status: EvolutionStatus | None = None
+        self._approvals: dict[str, Approval] = {}
+        self._rejection: Approval | None = None
+        self._abort: Approval | None = None
+        self._options: EvolutionOptions | None = None
+
+    # --- what people see and send ---------------------------------------------------------
+
+    @workflow.query
+    def status(self) -> EvolutionStatus:
+        assert self._status is not None
+        return self._status
+
+    @workflow.update
+    async def approve(self, approval: Approval) -> EvolutionStatus:
+        """Let the evolution past the approval point it is waiting at."""
+        point = self._status.awaiting_approval
+        self._approvals[point] = approval
+        await workflow.wait_condition(lambda: self._status.awaiting_approval != point)
+        return self._status
+
+    @approve.validator
+    def _validate_approve(self, approval: Approval) -> None:
+        self._require_waiting("approve")
+
+    @workflow.update
+    async def reject(self, rejection: Approval) -> EvolutionStatus:
+        """Stop the evolution at its approval point; the candidate never goes live."""
+        self._rejection = rejection
+        await workflow.wait_condition(lambda: self._status.outcome is not None)
+        return self._status
+
+    @reject.validator
+    def _validate_reject(self, rejection: Approval) -> None:
+        self._require_waiting("reject")
+
+    @workflow.signal
+    def abort(self, request: Approval) -> None:
+        """Stop at the next step boundary; live aliases go back to how they were."""
+        self._abort = request
+
+    def _require_waiting(self, verb: str) -> None:
+        if self._status is None or self._status.awaiting_approval is None:
+            stage = self._status.stage if self._status else "starting"
+            raise ValueError(f"nothing to {verb}: the evolution is not awaiting approval ({stage})")
+
+    # --- the run --------------------------------------------------------------------------
+
+    @workflow.run
+    async def run(self, request: EvolutionRequest) -> EvolutionStatus:
+        evolution_id = workflow.info().workflow_id
+        self._options = request.options
+        self._status = EvolutionStatus(
+            evolution_id=evolution_id, agent=request.agent, stage=Stage.STARTED
+        )
+        workflow.upsert_search_attributes(
+            [AGENT.value_set(request.agent), STAGE.value_set(Stage.STARTED)]
+            + ([TENANT.value_set(request.tenants)] if request.tenants else [])
+        )
+        begun: BeginResult = await self._activity(
+            EvolutionActivities.begin, request, summary="record the evolution, open its MLflow run"
+        )
+        self._update(parent_version=begun.parent_version, mlflow_run_id=begun.mlflow_run_id)
+        try:
+            outcome, reason = await self._evolve(request, begun)
+        except ActivityError as error:  # retries exhausted, or an error a retry cannot fix
+            cause = error.cause
+            words = (
+                f"{cause.type}: {cause.message}"
+                if isinstance(cause, ApplicationError)
+                else str(cause)
+            )
+            outcome, reason = Outcome.FAILED, words
+            await self._clear_live(request.agent, reason)
+        return await self._finish(outcome, reason)
+
+    async def _evolve(self, request: EvolutionRequest, begun: BeginResult) -> tuple[Outcome, str]:
+        options, agent = request.options, request.agent
+        await self._stage(Stage.ANALYSING, f"reading the window: {_window_words(begun)}")
+        decision = await self._activity(
+            EvolutionActivities.decide,
+            DecideRequest(
+                evolution_id=self._status.evolution_id,
+                mlflow_run_id=begun.mlflow_run_id,
+                window=begun.window,
+                policy=begun.policy,
+                force=options.force,
+            ),
+            summary="analyse the window and choose the action",
+            timeout=timedelta(minutes=10),
+        )
+        self._update(action=decision.action, reason=decision.reason, decision=decision)
+        workflow.upsert_search_attributes([ACTION.value_set(decision.action.value)])
+        if decision.action is Action.NOOP:
+            return Outcome.NOOP, decision.reason
+        if decision.action is Action.ROLLBACK:
+            await self._stage(Stage.ROLLING_BACK, decision.reason)
+            await self._activity(
+                EvolutionActivities.rollback,
+                RollbackRequest(
+                    agent=agent,
+                    actor=options.actor,
+                    reason=decision.reason,
+                    evolution_id=self._status.evolution_id,
+                ),
+                summary="move stable back to the version before it",
+            )
+            return Outcome.ROLLED_BACK, decision.reason
+
+        await self._stage(Stage.BUILDING, f"building a {decision.action.value} candidate")
+        spec = await self._activity(
+            EvolutionActivities.build_candidate,
+            CandidateRequest(
+                evolution_id=self._status.evolution_id,
+                agent=agent,
+                parent_version=begun.parent_version,
+                decision=decision,
+                candidate=options.candidate,
+            ),
+            summary=f"{decision.action.value} operator",
+            timeout=timedelta(hours=6),
+            queue=GPU_QUEUE if decision.action is Action.WEIGHTS else CONTROL_QUEUE,
+            heartbeat=timedelta(minutes=2),
+        )
+        candidate = await self._activity(
+            EvolutionActivities.register_candidate,
+            RegisterRequest(
+                evolution_id=self._status.evolution_id,
+                mlflow_run_id=begun.mlflow_run_id,
+                agent=agent,
+                parent_version=begun.parent_version,
+                spec=spec,
+                reason=decision.reason,
+            ),
+            summary="register the candidate version",
+        )
+        self._update(candidate_version=candidate)
+        return await self._gate_and_promote(request, begun, candidate)
+
+    async def _gate_and_promote(
+        self, request: EvolutionRequest, begun: BeginResult, candidate: str
+    ) -> tuple[Outcome, str]:
+        options, gate = request.options, begun.gate
+        result = await self._replay_gate(request, begun, candidate)
+        if result.verdict is not Verdict.PASS:
+            return Outcome.ABORTED, f"replay gate: {result.reason}"
+        if not await self._approved("canary"):
+            return Outcome.REJECTED, self._rejection_words()
+        for gate_name in ("shadow", "canary"):
+            if gate_name in options.skip_gates:
+                await self._record(
+                    Stage(gate_name), GateResult.skipped_gate(gate_name, _skip_words(options))
+                )
+                continue
+            outcome = await self._live_gates(request, begun, candidate, gate_name, gate)
+            if outcome is not None:
+                return outcome
+        if not await self._approved("promotion"):
+            await self._clear_live(request.agent, "rejected before promotion")
+            return Outcome.REJECTED, self._rejection_words()
+        await self._stage(Stage.PROMOTING, f"promoting {candidate} to stable")
+        await self._move("stable", candidate, "promoted: every gate passed")
+        await self._move("canary", None, "promoted to stable")
+        return Outcome.PROMOTED, f"{candidate} passed every gate and is now stable"
+
+    async def _replay_gate(
+        self, request: EvolutionRequest, begun: BeginResult, candidate: str
+    ) -> GateResult:
+        await self._stage(Stage.REPLAY, f"replaying recorded traffic against {candidate}")
+        if "replay" in request.options.skip_gates:
+            result = GateResult.skipped_gate("replay", _skip_words(request.options))
+        else:
+            result = await self._activity(
+                EvolutionActivities.replay_gate,
+                ReplayGateRequest(
+                    evolution_id=self._status.evolution_id,
+                    agent=request.agent,
+                    baseline_version=begun.parent_version,
+                    candidate_version=candidate,
+                    action=self._status.action,
+                    gate=begun.gate,
+                ),
+                summary="replay recorded traffic and the safety suite",
+                timeout=timedelta(hours=1),
+                heartbeat=timedelta(seconds=10),
+            )
+        await self._record(Stage.REPLAY, result)
+        return result
+
+    async def _live_gates(
+        self,
+        request: EvolutionRequest,
+        begun: BeginResult,
+        candidate: str,
+        gate_name: str,
+        gate: GateConfig,
+    ) -> tuple[Outcome, str] | None:
+        """Shadow, or canary in weight steps: None when passed, else the outcome to end with."""
+        steps = [None] if gate_name == "shadow" else gate.step_weights
+        seconds = gate.shadow_seconds if gate_name == "shadow" else gate.step_seconds
+        alias = "shadow" if gate_name == "shadow" else "canary"
+        for step, weight in enumerate(steps, start=1):
+            words = (
+                "shadowing live traffic"
+                if weight is None
+                else f"canary step {step}/{len(steps)}: {weight:.0%} of new sessions"
+            )
+            await self._stage(Stage(gate_name), f"{words} on {candidate}")
+            await self._move(alias, candidate, words, weight=weight)
+            since = workflow.now()
+            for extension in range(gate.max_extensions + 1):
+                if await self._wait_or_abort(seconds):
+                    await self._clear_live(request.agent, "aborted by an operator")
+                    return Outcome.ABORTED, self._abort_words()
+                result = await self._activity(
+                    EvolutionActivities.judge_live,
+                    LiveGateRequest(
+                        agent=request.agent,
+                        gate=gate_name,
+                        baseline_version=begun.parent_version,
+                        candidate_version=candidate,
+                        since=since,
+                        tenants=request.tenants,
+                        step=step,
+                        weight=weight,
+                        config=gate,
+                    ),
+                    summary=f"judge {gate_name} step {step}",
+                )
+                await self._record(Stage(gate_name), result, step=step)
+                if result.verdict is not Verdict.MARGINAL:
+                    break
+                if extension < gate.max_extensions:
+                    workflow.set_current_details(f"{words}: marginal, extending the step")
+            if result.verdict is not Verdict.PASS:
+                await self._clear_live(request.agent, f"{gate_name} gate: {result.reason}")
+                outcome = Outcome.ABORTED if gate_name == "shadow" else Outcome.ROLLED_BACK
+                return outcome, f"{gate_name} gate: {result.reason}"
+        if gate_name == "shadow":
+            await self._move("shadow", None, "shadow gate passed")
+        return None
+
+    # --- small steps ----------------------------------------------------------------------
+
+    async def _approved(self, point: ApprovalPoint) -> bool:
+        if point not in self._request_options().approve_before:
+            return True
+        self._update(awaiting_approval=point)
+        await self._stage(
+            Stage.AWAITING_APPROVAL, f"waiting for a person to approve or reject the {point}"
+        )
+        await workflow.wait_condition(
+            lambda: point in self._approvals or self._rejection is not None
+        )
+        self._update(awaiting_approval=None)
+        return self._rejection is None
+
+    async def _wait_or_abort(self, seconds: float) -> bool:
+        """Sleep through a gate step; True when an abort arrived meanwhile."""
+        try:
+            await workflow.wait_condition(
+                lambda: self._abort is not None, timeout=timedelta(seconds=seconds)
+            )
+        except TimeoutError:
+            return False
+        return True
+
+    async def _move(self, alias: str, version: str | None, reason: str, weight=None) -> None:
+        await self._activity(
+            EvolutionActivities.move_alias,
+            AliasChange(
+                agent=self._status.agent,
+                alias=alias,
+                version_id=version,
+                weight=weight,
+                actor=self._request_options().actor,
+                reason=reason,
+                evolution_id=self._status.evolution_id,
+            ),
+            summary=f"{alias} -> {version or 'cleared'}",
+        )
+
+    async def _clear_live(self, agent: str, reason: str) -> None:
+        """Take the candidate off canary and shadow (stable was never touched)."""
+        for alias in ("canary", "shadow"):
+            await self._move(alias, None, reason)
+
+    async def _stage(self, stage: Stage, details: str) -> None:
+        self._update(stage=stage)
+        workflow.upsert_search_attributes([STAGE.value_set(stage.value)])
+        workflow.set_current_details(f"**{stage.value}**: {details}")
+
+    async def _record(self, stage: Stage, result: GateResult, step: int = 0) -> None:
+        self._update(gates=[*self._status.gates, result])
+        await self._activity(
+            EvolutionActivities.record_stage,
+            StageRecord(
+                evolution_id=self._status.evolution_id,
+                mlflow_run_id=self._status.mlflow_run_id,
+                stage=stage,
+                result=result,
+                step=step,
+            ),
+            summary=f"record {result.gate}: {result.verdict.value}",
+        )
+
+    async def _finish(self, outcome: Outcome, reason: str) -> EvolutionStatus:
+        await self._activity(
+            EvolutionActivities.finish,
+            FinishRequest(
+                evolution_id=self._status.evolution_id,
+                mlflow_run_id=self._status.mlflow_run_id,
+                outcome=outcome,
+                reason=reason,
+            ),
+            summary=f"finish: {outcome.value}",
+        )
+        self._update(stage=Stage.DONE, outcome=outcome, reason=reason)
+        workflow.upsert_search_attributes(
+            [STAGE.value_set(Stage.DONE.value), OUTCOME.value_set(outcome.value)]
+        )
+        workflow.set_current_details(f"**{outcome.value}**: {reason}")
+        return self._status
+
+    async def _activity(
+        self, method, arg, *, summary: str, timeout=_QUICK, queue=CONTROL_QUEUE, heartbeat=None
+    ):
+        return await workflow.execute_activity_method(
+            method,
+            arg,
+            task_queue=queue,
+            start_to_close_timeout=timeout,
+            heartbeat_timeout=heartbeat,
+            retry_policy=_RETRY,
+            summary=summary,
+        )
+
+    def _update(self, **changes) -> None:
+        self._status = self._status.model_copy(update=changes)
+
+    def _request_options(self) -> EvolutionOptions:
+        assert self._options is not None
+        return self._options
+
+    def _rejection_words(self) -> str:
+        who = self._rejection
+        return f"rejected by {who.actor}" + (f": {who.reason}" if who.reason else "")
+
+    def _abort_words(self) -> str:
+        who = self._abort
+        return f"aborted by {who.actor}" + (f": {who.reason}" if who.reason else "")
+
+
+def _window_words(begun: BeginResult) -> str:
+    window = begun.window
+    tenants = ", ".join(window.tenants) if window.tenants else "all tenants"
+    size = f"the last {window.last} trajectories" if window.last else f"since {window.since:%F %R}"
+    return f"{window.agent}, {tenants}, {size}"
+
+
+def _skip_words(options: EvolutionOptions) -> str:
+    return f"skipped by {options.actor}" + (f": {options.reason}" if options.reason else "")
