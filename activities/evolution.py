@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
-from evolution.analysis import analyse_window
 from sqlalchemy.engine import Engine
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -35,6 +34,7 @@ from activities.models import (
 )
 from activities.replay import ReplayGate
 from atdp import VersionSpec, utcnow
+from evolution.analysis import analyse_window
 from evolution.decision import Action, DecisionRecord, PolicyConfig, decide
 from evolution.gates import GateConfig, GateResult, judge
 from evolution.samples import canary_metrics, shadow_metrics
@@ -138,6 +138,15 @@ class EvolutionActivities:
         if run_id is not None:
             with transaction(self.engine) as session:
                 update_evolution(session, info.workflow_id, mlflow_run_id=run_id)
+                parent = get_version(session, stable)
+            # The baseline goes to the prompt registry too, so aliases can always be mirrored.
+            self._track(
+                "register_prompt",
+                request.agent,
+                stable,
+                parent.spec.harness.model_dump(mode="json"),
+                ["stable"],
+            )
         return BeginResult(
             parent_version=stable, mlflow_run_id=run_id, gate=gate, policy=policy, window=window
         )
@@ -216,6 +225,14 @@ class EvolutionActivities:
                 version.spec.harness.model_dump(mode="json"),
                 [],
             )
+            if version.spec.model.checkpoint:
+                self._track(
+                    "register_checkpoint",
+                    request.agent,
+                    version.id,
+                    version.spec.model.checkpoint,
+                    [],
+                )
         return version.id
 
     # --- gates ----------------------------------------------------------------------------
@@ -260,8 +277,11 @@ class EvolutionActivities:
     # --- aliases, rollback, finish ----------------------------------------------------------
 
     @activity.defn
-    def move_alias(self, change: AliasChange) -> None:
-        """Point an alias; a retry finds it already there and does nothing."""
+    def move_alias(self, change: AliasChange) -> datetime:
+        """Point an alias; returns when the move took effect (a gate step's start).
+
+        A retry finds the alias already there and returns the time of that move.
+        """
         with transaction(self.engine) as session:
             state = current_aliases(session, change.agent)
             current = getattr(state, change.alias)
@@ -270,8 +290,9 @@ class EvolutionActivities:
             if current == change.version_id and (
                 change.version_id is None or weight_now == wanted_weight
             ):
-                return
-            set_alias(
+                history = alias_history(session, change.agent, Alias(change.alias))
+                return history[-1].at if history else utcnow()
+            move = set_alias(
                 session,
                 change.agent,
                 Alias(change.alias),
@@ -283,17 +304,20 @@ class EvolutionActivities:
             )
             aliases = current_aliases(session, change.agent)
         self._mirror(change.agent, aliases)
+        return move.at
 
     def _mirror(self, agent: str, aliases: Any) -> None:
         """MLflow's prompt and model aliases follow the registry (which stays the truth)."""
         if self.tracker is None:
             return
-        try:
-            self.tracker.mirror_prompt_aliases(
-                agent, {"stable": aliases.stable, "canary": aliases.canary}
-            )
-        except Exception as error:  # noqa: BLE001 - a mirror must not fail a promotion
-            log.warning("could not mirror aliases of %s to MLflow: %s", agent, error)
+        wanted = {"stable": aliases.stable, "canary": aliases.canary}
+        for mirror in ("mirror_prompt_aliases", "mirror_model_aliases"):
+            try:
+                getattr(self.tracker, mirror)(agent, wanted)
+            except ValueError:
+                pass  # a version without a prompt or checkpoint there: nothing to mirror
+            except Exception as error:  # noqa: BLE001 - a mirror must not fail a promotion
+                log.warning("could not mirror aliases of %s to MLflow: %s", agent, error)
 
     @activity.defn
     def rollback(self, request: RollbackRequest) -> RollbackResult:

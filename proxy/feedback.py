@@ -173,6 +173,12 @@ async def record_feedback(gateway, tenant: str, report: FeedbackReport) -> list[
         )
     if report.correction:
         values.append(("correction", BinaryValue(value=False), report.correction))
+    # Critiques and corrections are the user's own words: governed like any captured text.
+    redactor = await gateway.redactor(tenant)
+    values = [
+        (name, value, redactor.redact_text(text).text if text else text)
+        for name, value, text in values
+    ]
     rewards = [
         Reward(
             id=new_id(),

@@ -11,7 +11,7 @@ happening in words, so the Temporal UI is enough to follow an evolution.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -198,8 +198,9 @@ class EvolutionWorkflow:
         result = await self._replay_gate(request, begun, candidate)
         if result.verdict is not Verdict.PASS:
             return Outcome.ABORTED, f"replay gate: {result.reason}"
-        if not await self._approved("canary"):
-            return Outcome.REJECTED, self._rejection_words()
+        stopped = await self._approval("canary")
+        if stopped is not None:
+            return stopped
         for gate_name in ("shadow", "canary"):
             if gate_name in options.skip_gates:
                 await self._record(
@@ -209,9 +210,10 @@ class EvolutionWorkflow:
             outcome = await self._live_gates(request, begun, candidate, gate_name, gate)
             if outcome is not None:
                 return outcome
-        if not await self._approved("promotion"):
-            await self._clear_live(request.agent, "rejected before promotion")
-            return Outcome.REJECTED, self._rejection_words()
+        stopped = await self._approval("promotion")
+        if stopped is not None:
+            await self._clear_live(request.agent, stopped[1])
+            return stopped
         await self._stage(Stage.PROMOTING, f"promoting {candidate} to stable")
         await self._move("stable", candidate, "promoted: every gate passed")
         await self._move("canary", None, "promoted to stable")
@@ -260,8 +262,7 @@ class EvolutionWorkflow:
                 else f"canary step {step}/{len(steps)}: {weight:.0%} of new sessions"
             )
             await self._stage(Stage(gate_name), f"{words} on {candidate}")
-            await self._move(alias, candidate, words, weight=weight)
-            since = workflow.now()
+            since = await self._move(alias, candidate, words, weight=weight)
             for extension in range(gate.max_extensions + 1):
                 if await self._wait_or_abort(seconds):
                     await self._clear_live(request.agent, "aborted by an operator")
@@ -296,18 +297,25 @@ class EvolutionWorkflow:
 
     # --- small steps ----------------------------------------------------------------------
 
-    async def _approved(self, point: ApprovalPoint) -> bool:
+    async def _approval(self, point: ApprovalPoint) -> tuple[Outcome, str] | None:
+        """Wait for a person at `point` when asked to; None when approved (or not asked)."""
         if point not in self._request_options().approve_before:
-            return True
+            return None
         self._update(awaiting_approval=point)
         await self._stage(
             Stage.AWAITING_APPROVAL, f"waiting for a person to approve or reject the {point}"
         )
         await workflow.wait_condition(
-            lambda: point in self._approvals or self._rejection is not None
+            lambda: (
+                point in self._approvals or self._rejection is not None or self._abort is not None
+            )
         )
         self._update(awaiting_approval=None)
-        return self._rejection is None
+        if self._abort is not None:
+            return Outcome.ABORTED, self._abort_words()
+        if self._rejection is not None:
+            return Outcome.REJECTED, self._rejection_words()
+        return None
 
     async def _wait_or_abort(self, seconds: float) -> bool:
         """Sleep through a gate step; True when an abort arrived meanwhile."""
@@ -319,8 +327,11 @@ class EvolutionWorkflow:
             return False
         return True
 
-    async def _move(self, alias: str, version: str | None, reason: str, weight=None) -> None:
-        await self._activity(
+    async def _move(
+        self, alias: str, version: str | None, reason: str, weight: float | None = None
+    ) -> datetime:
+        """Point an alias; returns when the move took effect."""
+        return await self._activity(
             EvolutionActivities.move_alias,
             AliasChange(
                 agent=self._status.agent,

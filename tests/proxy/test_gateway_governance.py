@@ -41,6 +41,17 @@ def test_no_raw_personal_data_or_secret_is_stored_anywhere(live, upstream) -> No
     )
     assert EMAIL in reply.choices[0].message.content  # the agent itself is served unredacted
     assert EMAIL in json.dumps(upstream.requests[-1])
+    feedback = httpx.post(  # the user's own words in feedback are governed too
+        f"{server.base_url}/feedback",
+        headers={"Authorization": f"Bearer {keys['acme']}"},
+        json={
+            "session_id": "pii-1",
+            "thumbs": "down",
+            "critique": f"Do not echo {EMAIL}",
+            "correction": f"My card is {CARD}",
+        },
+    )
+    assert feedback.status_code == 201, feedback.text
     _, events = stored(server, engine, "acme", "pii-1")
     stored_text = every_stored_value(engine)
     spool_text = "".join(

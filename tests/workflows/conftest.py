@@ -16,7 +16,7 @@ from temporalio.client import Client
 from activities.evolution import EvolutionActivities
 from activities.replay import ReplayGate
 from activities.tracking import EvolutionTracker
-from atdp import Harness, ModelRef, VersionRefs, VersionSpec
+from atdp import EventMetadata, Harness, ModelRef, Outcome, Traffic, VersionRefs, VersionSpec
 from evoplane.worker import workers_for
 from registry import (
     add_rewards,
@@ -65,6 +65,24 @@ class World:
                 record_trajectory(session, served)
                 insert_events(session, [event(served, 0)])
                 add_rewards(session, [reward(served, value)])
+
+    def shadowed(self, version_id: str, count: int, *, failing: bool) -> None:
+        """Trajectories of shadow copies `version_id` answered now, failing or not."""
+        with transaction(self.engine) as session:
+            for index in range(count):
+                served = trajectory(TENANTS[index % len(TENANTS)], session=uuid.uuid4().hex)
+                served = served.model_copy(
+                    update={"versions": VersionRefs(agent_version_id=version_id)}
+                )
+                record_trajectory(session, served)
+                metadata = EventMetadata(
+                    tenant=served.tenant, session=served.session, traffic=Traffic.SHADOW
+                )
+                outcome = Outcome(error_class="upstream_error") if failing else None
+                copy = event(served, 0).model_copy(
+                    update={"metadata": metadata, "outcome": outcome}
+                )
+                insert_events(session, [copy])
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from activities.models import (
@@ -19,17 +20,29 @@ from activities.models import (
     RollbackResult,
     Stage,
 )
-from evolution.decision import Action
+from evolution.decision import Action, PolicyConfig
 from evolution.gates import GateConfig, Verdict
 from evoplane.worker import WORKFLOWS
-from registry import Alias, alias_history, get_evolution, transaction
+from registry import (
+    Alias,
+    alias_history,
+    current_aliases,
+    get_evolution,
+    register_version,
+    running_evolution,
+    set_alias,
+    transaction,
+)
 from tests.workflows.conftest import AGENT, FAST_GATES, QUICK, World
 from workflows.evolution import EvolutionWorkflow
+from workflows.loop import EvolutionLoop, LoopRequest
 from workflows.naming import evolution_workflow_id, rollback_workflow_id
 from workflows.queues import CONTROL_QUEUE
 from workflows.rollback import RollbackWorkflow
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
+
+REPLAYER = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
 
 
 def options(**changes) -> EvolutionOptions:
@@ -58,9 +71,20 @@ async def wait_for(handle: WorkflowHandle, predicate, seconds: float = 30) -> Ev
         await asyncio.sleep(0.2)
 
 
+async def live(world: World, alias: str, version: str) -> None:
+    """Until the registry shows `alias` on `version` (the gate step has begun)."""
+    for _ in range(300):
+        with transaction(world.engine) as session:
+            if getattr(current_aliases(session, AGENT), alias) == version:
+                return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{alias} never moved to {version}")
+
+
 async def feed_canary(world: World, handle: WorkflowHandle, baseline: float, candidate: float):
     """Once the canary is live, the two versions serve rewarded trajectories."""
     status = await wait_for(handle, lambda s: s.stage == Stage.CANARY)
+    await live(world, "canary", status.candidate_version)
     world.served(status.parent_version, [baseline] * 12)
     world.served(status.candidate_version, [candidate] * 12)
 
@@ -190,7 +214,100 @@ async def test_recorded_histories_replay_deterministically(world: World, workers
     feeding = asyncio.create_task(feed_canary(world, handle, baseline=0.5, candidate=0.7))
     await handle.result()
     await feeding
-    history = await handle.fetch_history()
-    await Replayer(workflows=WORKFLOWS, data_converter=world.client.data_converter).replay_workflow(
-        history
+    rollback = await world.client.start_workflow(
+        RollbackWorkflow.run,
+        RollbackRequest(agent=AGENT, actor="ana", reason="replay test"),
+        id=rollback_workflow_id(AGENT, datetime.now(UTC)),
+        task_queue=CONTROL_QUEUE,
     )
+    await rollback.result()
+    for recorded in (handle, rollback):
+        await REPLAYER.replay_workflow(await recorded.fetch_history())
+
+
+async def feed_shadow(world: World, handle: WorkflowHandle, *, failing: bool) -> None:
+    """While the shadow is live: stable answers users, the candidate answers the copies."""
+    status = await wait_for(handle, lambda s: s.stage == Stage.SHADOW)
+    await live(world, "shadow", status.candidate_version)
+    world.served(status.parent_version, [0.8] * 12)
+    world.shadowed(status.candidate_version, 12, failing=failing)
+
+
+async def test_a_candidate_whose_shadow_copies_fail_never_reaches_canary(
+    world: World, workers
+) -> None:
+    parent = world.stable()
+    opts = options(candidate=world.spec("Try the new upstream.")).model_copy(
+        update={"skip_gates": []}
+    )
+    handle = await start(world, opts)
+    feeding = asyncio.create_task(feed_shadow(world, handle, failing=True))
+    status = await handle.result()
+    await feeding
+    assert status.outcome is Outcome.ABORTED, status.reason
+    assert [g.gate for g in status.gates] == ["replay", "shadow"]
+    assert status.gates[-1].verdict is Verdict.FAIL and "error_rate" in status.reason
+    assert world.stable() == parent
+    with transaction(world.engine) as session:
+        assert current_aliases(session, AGENT).shadow is None
+
+
+async def test_the_policy_rolls_back_a_promotion_that_regressed(world: World, workers) -> None:
+    parent = world.stable()
+    world.served(parent, [0.9] * 12)
+    with transaction(world.engine) as session:
+        promoted = register_version(
+            session,
+            AGENT,
+            world.spec("Skip the greeting."),
+            parent_id=parent,
+            author="t",
+            reason="t",
+        )
+        set_alias(session, AGENT, Alias.STABLE, promoted.id, actor="ana", reason="by hand")
+    world.served(promoted.id, [0.1] * 12)
+    policy = PolicyConfig(regression_min_samples=8)
+    handle = await start(world, EvolutionOptions(policy=policy))  # no force: the policy decides
+    status = await handle.result()
+    assert (status.action, status.outcome) == (Action.ROLLBACK, Outcome.ROLLED_BACK), status.reason
+    assert world.stable() == parent
+    query = f'Agent = "{AGENT}" AND Action = "rollback"'
+    assert handle.id in [w.id async for w in world.client.list_workflows(query)]
+
+
+async def test_the_loop_evolves_until_nothing_changes(world: World, workers) -> None:
+    candidate = world.spec("Offer a follow-up.")
+    request = LoopRequest(agent=AGENT, options=options(candidate=candidate), max_evolutions=3)
+    loop = await world.client.start_workflow(
+        EvolutionLoop.run,
+        request,
+        id=f"evolution-loop-{AGENT}-{datetime.now(UTC):%H%M%S%f}",
+        task_queue=CONTROL_QUEUE,
+        execution_timeout=QUICK,
+    )
+    first = await running_evolution_handle(world)
+    await feed_canary(world, first, baseline=0.4, candidate=0.8)
+    done = await loop.result()
+    # The first promoted, so the loop went on (as a new run); the second found nothing new.
+    assert len(done) == 2 and done[0] == first.id
+    with transaction(world.engine) as session:
+        outcomes = [get_evolution(session, evolution_id).outcome for evolution_id in done]
+    assert outcomes == ["promoted", "failed"]
+    for evolution_id in done:
+        history = await world.client.get_workflow_handle(evolution_id).fetch_history()
+        await REPLAYER.replay_workflow(history)
+    runs = [w async for w in world.client.list_workflows(f'WorkflowId = "{loop.id}"')]
+    assert len(runs) == 2  # continue-as-new: one run per evolution
+    for run in runs:
+        history = await world.client.get_workflow_handle(loop.id, run_id=run.run_id).fetch_history()
+        await REPLAYER.replay_workflow(history)
+
+
+async def running_evolution_handle(world: World) -> WorkflowHandle:
+    for _ in range(150):
+        with transaction(world.engine) as session:
+            running = running_evolution(session, AGENT)
+        if running is not None:
+            return world.client.get_workflow_handle_for(EvolutionWorkflow.run, running.id)
+        await asyncio.sleep(0.2)
+    raise AssertionError("no evolution started")
