@@ -312,25 +312,44 @@ def _rollback_findings(
     return _regression_finding(stats.regression, config), _canary_finding(stats.canary, config)
 
 
+def _shortfall(
+    current: Mean, reference: Mean, delta: float | None, min_samples: int, tolerance: float
+) -> tuple[float | None, str | None]:
+    """How much worse `current` is than `reference`, when that is confirmed.
+
+    Confirmed when the drop exceeds tolerance on enough samples and the current interval's
+    upper end sits below the reference mean (not just noise). Otherwise (None, why not).
+    """
+    if delta is None or current.mean is None or reference.mean is None or current.high is None:
+        return None, "no rewards yet to compare"
+    samples = min(current.n, reference.n)
+    if samples < min_samples:
+        return None, f"only {samples} rewards on one side"
+    if delta >= -tolerance:
+        return None, f"{delta:+.2f} is within tolerance"
+    if current.high >= reference.mean:
+        return None, f"{delta:+.2f}, but the interval reaches the reference: noise"
+    return -delta, None
+
+
 def _regression_finding(
     regression: Regression | None, config: PolicyConfig
 ) -> tuple[float | None, str]:
-    """Confirmed when the drop exceeds tolerance on enough samples and the current
-    interval's upper end sits below the parent's mean (not just noise)."""
+    """The current stable against its parent since the promotion."""
     if regression is None:
         return None, "no promotion to compare against"
-    current, parent, delta = regression.current, regression.parent, regression.delta
-    if delta is None or current.mean is None or parent.mean is None or current.high is None:
-        return None, f"no rewards yet to compare {regression.version_id} with its parent"
-    samples = min(current.n, parent.n)
-    if samples < config.regression_min_samples:
-        return None, f"only {samples} rewards on one side of the promotion"
-    if delta >= -config.regression_tolerance:
-        return None, f"stable vs parent {delta:+.2f} is within tolerance"
-    if current.high >= parent.mean:
-        return None, f"stable vs parent {delta:+.2f}, but its interval reaches the parent: noise"
-    return -delta, (
-        f"stable {regression.version_id} earns {-delta:.2f} less reward than its parent "
+    current, parent = regression.current, regression.parent
+    drop, why_not = _shortfall(
+        current,
+        parent,
+        regression.delta,
+        config.regression_min_samples,
+        config.regression_tolerance,
+    )
+    if drop is None:
+        return None, f"stable {regression.version_id} vs its parent: {why_not}"
+    return drop, (
+        f"stable {regression.version_id} earns {drop:.2f} less reward than its parent "
         f"{regression.parent_id} since its promotion "
         f"({_interval(current)} vs {parent.mean:.2f}, n={current.n})"
     )
@@ -340,18 +359,14 @@ def _canary_finding(canary: CanaryDelta | None, config: PolicyConfig) -> tuple[f
     """Same test as a regression, on the live canary against stable in the same window."""
     if canary is None:
         return None, "no live canary"
-    live, stable, delta = canary.canary, canary.stable, canary.delta
-    if delta is None or live.mean is None or stable.mean is None or live.high is None:
-        return None, f"no rewards yet for canary {canary.canary_version}"
-    samples = min(live.n, stable.n)
-    if samples < config.canary_min_samples:
-        return None, f"only {samples} rewards on one side of the canary"
-    if delta >= -config.canary_tolerance:
-        return None, f"canary vs stable {delta:+.2f} is within tolerance"
-    if live.high >= stable.mean:
-        return None, f"canary vs stable {delta:+.2f}, but its interval reaches stable: noise"
-    return -delta, (
-        f"the canary {canary.canary_version} earns {-delta:.2f} less reward than stable "
+    live, stable = canary.canary, canary.stable
+    drop, why_not = _shortfall(
+        live, stable, canary.delta, config.canary_min_samples, config.canary_tolerance
+    )
+    if drop is None:
+        return None, f"canary {canary.canary_version} vs stable: {why_not}"
+    return drop, (
+        f"the canary {canary.canary_version} earns {drop:.2f} less reward than stable "
         f"{canary.stable_version} ({_interval(live)} vs {stable.mean:.2f}, n={live.n})"
     )
 
