@@ -1,0 +1,388 @@
+"""Re-run recorded trajectories against an agent version, without importing the gateway.
+
+The caller injects `serve`: it takes the agent-side OpenAI chat-completions request, applies
+the version's overlays (harness, memory, tool schema) with the gateway's own code, calls the
+version's upstream and returns the agent-visible chat.completion. So what is replayed is what
+would be served, and `evolution` stays free of `proxy`.
+
+Replay traffic is evaluation traffic: the `serve` an activity builds must send its requests
+with `EVALUATION_HEADERS` (or bypass capture), so replays are never training-eligible and never
+counted as user traffic. The request body itself stays plain OpenAI.
+
+Two modes:
+  - deterministic: every recorded llm_call is re-served with exactly its recorded inputs and
+    the new action is compared with the recorded one;
+  - approximate: the first llm_call's inputs start a conversation that then follows the new
+    answers; while the new tool calls match the recorded ones the recorded tool outputs are
+    substituted, and on divergence a tenant's tool simulator answers or the replay stops.
+
+A caveat on inputs: the gateway records the request it sent upstream, i.e. after the
+recording version's overlays. A `serve` that overlays again should first remove the recording
+version's harness and memory block (only the gateway knows their shape).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict
+
+from atdp import ChatMessage, Event, EventKind, MessageAction, ReplayClass, ToolCall
+
+__all__ = [
+    "EVALUATION_HEADERS",
+    "ReplayMode",
+    "ReplayStep",
+    "ReplayedTrajectory",
+    "Serve",
+    "ToolSimulator",
+    "action_of",
+    "replay_trajectory",
+    "request_body",
+    "same_action",
+    "same_tool_calls",
+]
+
+Serve: TypeAlias = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+# (tool name, arguments as the model emitted them) -> the tool's output text; sync or async.
+ToolSimulator: TypeAlias = Callable[[str, str], Awaitable[str] | str]
+ReplayMode: TypeAlias = Literal["deterministic", "approximate"]
+
+# What a `serve` for replay must send so the gateway records the call as evaluation traffic.
+EVALUATION_HEADERS = {"X-Evoplane-Traffic": "evaluation"}
+
+_DECODING = ("temperature", "top_p", "max_tokens", "seed", "n", "stop")
+# Events that are recorded inputs from outside the agent: replay reuses them as recorded, so
+# their own replay class (a person's input is not re-runnable) never stops a replay.
+_INPUT_KINDS = frozenset(
+    {EventKind.USER_MESSAGE, EventKind.FEEDBACK, EventKind.TASK_OUTCOME, EventKind.APPROVAL}
+)
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ReplayStep(_Value):
+    """One re-served llm_call: what was sent, what came back, and whether it matches.
+
+    `simulated` is True when the tool outputs that followed this step came from the tenant's
+    tool simulator rather than from the recording.
+    """
+
+    event_id: uuid.UUID
+    request: dict[str, Any]
+    response: dict[str, Any]
+    matched: bool
+    simulated: bool = False
+
+
+class ReplayedTrajectory(_Value):
+    """The result of replaying one trajectory; never written to the registry by the engine.
+
+    `diverged_at` is the index in `steps` where the new tool calls left the recorded path
+    and nothing could continue it; `stopped_reason` says why the replay ended early (None when
+    every recorded llm_call was replayed).
+    """
+
+    trajectory_id: uuid.UUID
+    mode: ReplayMode
+    steps: list[ReplayStep]
+    diverged_at: int | None = None
+    stopped_reason: str | None = None
+
+    @property
+    def reproduced(self) -> bool:
+        """Every recorded llm_call was replayed and every new action equals the recorded one."""
+        return (
+            bool(self.steps)
+            and self.stopped_reason is None
+            and all(step.matched for step in self.steps)
+        )
+
+
+# --- requests and responses ----------------------------------------------------------------
+
+
+def request_body(event: Event) -> dict[str, Any]:
+    """The OpenAI chat-completions request an llm_call event recorded.
+
+    The model is left out: `serve` routes to the version under test.
+    """
+    if event.kind is not EventKind.LLM_CALL or event.observation is None:
+        raise ValueError(f"event {event.id} is a {event.kind} event, not a recorded llm_call")
+    body: dict[str, Any] = {
+        "messages": [_message_dict(message) for message in event.observation.messages]
+    }
+    if event.observation.tools:
+        body["tools"] = [_tool_dict(tool) for tool in event.observation.tools]
+    decoding = event.metadata.decoding
+    if decoding is not None:
+        body.update(decoding.extra)
+        body.update({k: v for k in _DECODING if (v := getattr(decoding, k)) is not None})
+    return body
+
+
+def _message_dict(message: ChatMessage) -> dict[str, Any]:
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.name is not None:
+        out["name"] = message.name
+    if message.tool_calls:
+        out["tool_calls"] = [_call_dict(call) for call in message.tool_calls]
+    if message.tool_call_id is not None:
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
+def _call_dict(call: ToolCall) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": call.arguments},
+    }
+
+
+def _tool_dict(tool: Any) -> dict[str, Any]:
+    function: dict[str, Any] = {"name": tool.name}
+    if tool.description is not None:
+        function["description"] = tool.description
+    if tool.parameters is not None:
+        function["parameters"] = tool.parameters
+    return {"type": "function", "function": function}
+
+
+def action_of(response: dict[str, Any]) -> MessageAction:
+    """The first choice of a chat.completion as an ATDP message action."""
+    choice = (response.get("choices") or [{}])[0]
+    message = choice.get("message") or {}
+    content = message.get("content")
+    return MessageAction(
+        content=content if isinstance(content, str) else None,
+        tool_calls=[
+            ToolCall(
+                id=call.get("id") or "",
+                name=(call.get("function") or {}).get("name") or "unknown",
+                arguments=(call.get("function") or {}).get("arguments") or "",
+            )
+            for call in message.get("tool_calls") or []
+        ],
+        finish_reason=choice.get("finish_reason"),
+    )
+
+
+# --- comparing actions ---------------------------------------------------------------------
+
+
+def _canonical(call: ToolCall) -> str:
+    """A call's name and arguments, the same however the JSON was spaced or keys ordered."""
+    try:
+        arguments: Any = json.loads(call.arguments)
+    except (json.JSONDecodeError, ValueError):
+        arguments = call.arguments
+    return json.dumps([call.name, arguments], sort_keys=True)
+
+
+def same_tool_calls(new: Sequence[ToolCall], recorded: Sequence[ToolCall]) -> bool:
+    """Same calls by name and parsed arguments, in any order (parallel calls may reorder)."""
+    return sorted(map(_canonical, new)) == sorted(map(_canonical, recorded))
+
+
+def same_action(new: MessageAction, recorded: Any) -> bool:
+    """The new action reproduces the recorded one: same tool calls, or the same text."""
+    if not isinstance(recorded, MessageAction):
+        return False
+    if new.tool_calls or recorded.tool_calls:
+        return same_tool_calls(new.tool_calls, recorded.tool_calls)
+    return (new.content or "").strip() == (recorded.content or "").strip()
+
+
+# --- the walk ------------------------------------------------------------------------------
+
+
+async def replay_trajectory(
+    events: list[Event],
+    serve: Serve,
+    *,
+    mode: ReplayMode,
+    tool_simulator: ToolSimulator | None = None,
+) -> ReplayedTrajectory:
+    """Replay one recorded trajectory through `serve`.
+
+    Args:
+        events: the trajectory's events (any order; they are sorted by seq).
+        serve: serves an agent-side request with the version under test (see module doc).
+        mode: "deterministic" re-serves recorded inputs; "approximate" follows new answers.
+        tool_simulator: continues an approximate replay whose tool calls diverged.
+    """
+    if not events:
+        raise ValueError("a replay needs the trajectory's events; none were given")
+    ordered = sorted(events, key=lambda event: event.seq)
+    calls, blocked = _replayable_calls(ordered)
+    trajectory_id = ordered[0].trajectory_id
+    if mode == "deterministic":
+        steps = [await _serve_recorded(call, serve) for call in calls]
+        return _result(trajectory_id, mode, steps, None, blocked)
+    return await _approximate(trajectory_id, calls, blocked, serve, tool_simulator)
+
+
+def _replayable_calls(events: list[Event]) -> tuple[list[Event], str | None]:
+    """The llm_calls before the first non-replayable agent-side event, and why it stops there.
+
+    An llm_call after a non-replayable tool call (a side effect outside a sandbox) depends on
+    an output that cannot be substituted, so the replay stops before it.
+    """
+    calls: list[Event] = []
+    for event in events:
+        if event.kind in _INPUT_KINDS:
+            continue
+        if event.replay.replay_class is ReplayClass.NON_REPLAYABLE:
+            reason = event.replay.reason or "no reason recorded"
+            return calls, f"event {event.id} ({event.kind}) is non-replayable: {reason}"
+        if event.kind is EventKind.LLM_CALL:
+            calls.append(event)
+    return calls, None
+
+
+def _result(
+    trajectory_id: uuid.UUID,
+    mode: ReplayMode,
+    steps: list[ReplayStep],
+    diverged_at: int | None,
+    stopped: str | None,
+) -> ReplayedTrajectory:
+    if not steps and stopped is None:
+        stopped = "the trajectory has no llm_call events to replay"
+    return ReplayedTrajectory(
+        trajectory_id=trajectory_id,
+        mode=mode,
+        steps=steps,
+        diverged_at=diverged_at,
+        stopped_reason=stopped,
+    )
+
+
+async def _serve_recorded(call: Event, serve: Serve) -> ReplayStep:
+    body = request_body(call)
+    response = await serve(body)
+    return ReplayStep(
+        event_id=call.id,
+        request=body,
+        response=response,
+        matched=same_action(action_of(response), call.action),
+    )
+
+
+async def _approximate(
+    trajectory_id: uuid.UUID,
+    calls: list[Event],
+    blocked: str | None,
+    serve: Serve,
+    simulator: ToolSimulator | None,
+) -> ReplayedTrajectory:
+    steps: list[ReplayStep] = []
+    body = request_body(calls[0]) if calls else {}
+    for index, call in enumerate(calls):
+        response = await serve(body)
+        new = action_of(response)
+        step = ReplayStep(
+            event_id=call.id,
+            request=body,
+            response=response,
+            matched=same_action(new, call.action),
+        )
+        if index == len(calls) - 1:
+            steps.append(step)
+            break
+        nxt = calls[index + 1]
+        recorded_calls = call.action.tool_calls if isinstance(call.action, MessageAction) else []
+        if same_tool_calls(new.tool_calls, recorded_calls):
+            outputs = _recorded_outputs(nxt, recorded_calls, new.tool_calls)
+        elif new.tool_calls and simulator is not None:
+            simulated = [await _simulate(simulator, tool_call) for tool_call in new.tool_calls]
+            outputs = [*simulated, *[m for m in _new_inputs(nxt) if m["role"] != "tool"]]
+            step = step.model_copy(update={"simulated": True})
+        else:
+            steps.append(step)
+            reason = _divergence(index, new, recorded_calls)
+            return _result(trajectory_id, "approximate", steps, index, reason)
+        steps.append(step)
+        body = _next_body(body, response, outputs, nxt)
+    return _result(trajectory_id, "approximate", steps, None, blocked)
+
+
+def _divergence(index: int, new: MessageAction, recorded: Sequence[ToolCall]) -> str:
+    def names(calls: Sequence[ToolCall]) -> str:
+        return ", ".join(call.name for call in calls) or "no tool call"
+
+    return (
+        f"diverged at step {index}: the version called {names(new.tool_calls)} where the "
+        f"recording called {names(recorded)}, and no tool simulator continues it"
+    )
+
+
+def _new_inputs(call: Event) -> list[dict[str, Any]]:
+    """What the agent added to the conversation before this llm_call: the messages after the
+    last assistant turn (tool results, then the user's next messages)."""
+    messages = [_message_dict(m) for m in call.observation.messages] if call.observation else []
+    last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
+    return messages[last + 1 :]
+
+
+def _recorded_outputs(
+    nxt: Event, recorded: Sequence[ToolCall], new: Sequence[ToolCall]
+) -> list[dict[str, Any]]:
+    """The next turn's new inputs, with recorded tool results re-addressed to the new call ids.
+
+    The new calls equal the recorded ones by name and arguments but carry fresh ids, and a
+    tool message must answer an id the conversation holds.
+    """
+    unused = list(new)
+    ids: dict[str, str] = {}
+    for call in recorded:
+        twin = next(c for c in unused if _canonical(c) == _canonical(call))
+        unused.remove(twin)
+        ids[call.id] = twin.id
+    return [
+        {**m, "tool_call_id": ids.get(m["tool_call_id"], m["tool_call_id"])}
+        if m["role"] == "tool" and m.get("tool_call_id") is not None
+        else m
+        for m in _new_inputs(nxt)
+    ]
+
+
+async def _simulate(simulator: ToolSimulator, call: ToolCall) -> dict[str, Any]:
+    output = simulator(call.name, call.arguments)
+    if inspect.isawaitable(output):
+        output = await output
+    return {"role": "tool", "tool_call_id": call.id, "content": str(output)}
+
+
+def _next_body(
+    body: dict[str, Any],
+    response: dict[str, Any],
+    outputs: list[dict[str, Any]],
+    nxt: Event,
+) -> dict[str, Any]:
+    """The next request: the conversation so far, the new answer and what followed it, with
+    the recorded turn's own tools and decoding parameters.
+
+    A recorded turn whose history holds no assistant message started a fresh conversation
+    (a sub-task, say), so it is re-served with its recorded inputs.
+    """
+    template = request_body(nxt)
+    if not any(m["role"] == "assistant" for m in template["messages"]):
+        return template
+    template["messages"] = [*body["messages"], _assistant_message(response), *outputs]
+    return template
+
+
+def _assistant_message(response: dict[str, Any]) -> dict[str, Any]:
+    action = action_of(response)
+    message: dict[str, Any] = {"role": "assistant", "content": action.content}
+    if action.tool_calls:
+        message["tool_calls"] = [_call_dict(call) for call in action.tool_calls]
+    return message

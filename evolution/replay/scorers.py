@@ -1,0 +1,248 @@
+"""Pluggable scorers of a replayed trajectory, each a number in [0, 1] or no opinion (None).
+
+Scorers are async so one that asks a model (the LLM judge) has the same shape as the rule
+checks. `score_replay` runs them and `combine` folds their opinions into one score.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from jsonschema import Draft202012Validator
+from pydantic import BaseModel, ConfigDict, Field
+
+from atdp import Event, ToolCall
+from evolution.replay.engine import ReplayedTrajectory, ReplayStep, action_of
+
+__all__ = [
+    "LLMJudge",
+    "RecordedOutcome",
+    "ReplayScore",
+    "RequiredFacts",
+    "Scorer",
+    "ScoringContext",
+    "ToolCallsValid",
+    "combine",
+    "final_answer",
+    "parse_judge_score",
+    "score_replay",
+]
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+class ScoringContext(_Value):
+    """What is known about the recorded trajectory beyond its events.
+
+    Args:
+        recorded_reward: the trajectory's effective reward, normalised by the caller to
+            [0, 1]; preferred over `recorded_success` when both are given.
+        recorded_success: whether the recorded trajectory succeeded (its outcome status).
+        required_facts: facts a good answer must state, e.g. corrections users gave.
+    """
+
+    recorded_reward: float | None = Field(default=None, ge=0.0, le=1.0)
+    recorded_success: bool | None = None
+    required_facts: list[str] = Field(default_factory=list)
+
+
+class ReplayScore(_Value):
+    """Every scorer's opinion of one replay and the combined score (None: no opinion at all)."""
+
+    trajectory_id: str
+    scores: dict[str, float | None]
+    combined: float | None
+
+
+@runtime_checkable
+class Scorer(Protocol):
+    """Scores a replay in [0, 1]; None when the scorer has no opinion on this trajectory."""
+
+    name: str
+
+    async def score(
+        self, replayed: ReplayedTrajectory, recorded: list[Event], context: ScoringContext
+    ) -> float | None: ...
+
+
+def final_answer(replayed: ReplayedTrajectory) -> str | None:
+    """The last text the version said in the replay (a replay may end on a tool call)."""
+    for step in reversed(replayed.steps):
+        content = action_of(step.response).content
+        if content and content.strip():
+            return content
+    return None
+
+
+class RecordedOutcome:
+    """The recorded outcome carries over when the replay reproduced every recorded action.
+
+    A different path says nothing about how the recorded outcome would have changed.
+    """
+
+    name = "recorded_outcome"
+
+    async def score(
+        self, replayed: ReplayedTrajectory, recorded: list[Event], context: ScoringContext
+    ) -> float | None:
+        if not replayed.reproduced:
+            return None
+        if context.recorded_reward is not None:
+            return context.recorded_reward
+        if context.recorded_success is not None:
+            return 1.0 if context.recorded_success else 0.0
+        return None
+
+
+class ToolCallsValid:
+    """1.0 when every new tool call names an offered tool with schema-valid JSON arguments.
+
+    The schema is the one the agent offered in that step's request (Draft 2020-12), since
+    the response `serve` returns is in the agent's names.
+    """
+
+    name = "tool_calls_valid"
+
+    async def score(
+        self, replayed: ReplayedTrajectory, recorded: list[Event], context: ScoringContext
+    ) -> float | None:
+        checked = [
+            _call_valid(call, _offered(step))
+            for step in replayed.steps
+            for call in action_of(step.response).tool_calls
+        ]
+        if not checked:
+            return None
+        return 1.0 if all(checked) else 0.0
+
+
+def _offered(step: ReplayStep) -> dict[str, dict[str, Any] | None]:
+    tools = [tool.get("function") or {} for tool in step.request.get("tools") or []]
+    return {function.get("name"): function.get("parameters") for function in tools}
+
+
+def _call_valid(call: ToolCall, offered: dict[str, dict[str, Any] | None]) -> bool:
+    if call.name not in offered:
+        return False
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except (json.JSONDecodeError, ValueError):
+        return False
+    schema = offered[call.name]
+    if schema is None:
+        return isinstance(arguments, dict)
+    return Draft202012Validator(schema).is_valid(arguments)
+
+
+class RequiredFacts:
+    """The fraction of required facts the final answer states (case-insensitive).
+
+    Facts given here are used for every trajectory; without them, the context's facts.
+    """
+
+    name = "required_facts"
+
+    def __init__(self, facts: Sequence[str] | None = None) -> None:
+        self.facts = list(facts or [])
+
+    async def score(
+        self, replayed: ReplayedTrajectory, recorded: list[Event], context: ScoringContext
+    ) -> float | None:
+        facts = self.facts or context.required_facts
+        if not facts or not replayed.steps:
+            return None
+        answer = (final_answer(replayed) or "").casefold()
+        return sum(fact.casefold() in answer for fact in facts) / len(facts)
+
+
+_JUDGE_PROMPT = """Rate how well the assistant's final answer accomplishes the user's task.
+Reply with a score from 0 (useless) to 10 (perfect), written as "Score: N/10".
+
+User's task:
+{task}
+
+Assistant's final answer:
+{answer}
+"""
+
+_OUT_OF_TEN = re.compile(r"(\d+(?:\.\d+)?)\s*(?:/|out of)\s*10\b", re.IGNORECASE)
+_LABELLED = re.compile(r"score[*\s]*(?:is|=|:)?[*\s]*(\d+(?:\.\d+)?)", re.IGNORECASE)
+_BARE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*\.?\s*$")
+
+
+def parse_judge_score(reply: str) -> float | None:
+    """A 0-10 rating in a judge's reply, as a fraction; None when there is none or it is
+    out of range (a judge that says 12/10 has not followed the scale)."""
+    for pattern in (_OUT_OF_TEN, _LABELLED, _BARE):
+        found = pattern.search(reply)
+        if found:
+            value = float(found.group(1))
+            return value / 10.0 if math.isfinite(value) and 0.0 <= value <= 10.0 else None
+    return None
+
+
+class LLMJudge:
+    """Asks a judge model to rate the final answer against the user's task (0-10)."""
+
+    name = "llm_judge"
+
+    def __init__(self, judge: Callable[[str], Awaitable[str]], prompt: str = _JUDGE_PROMPT):
+        self.judge = judge
+        self.prompt = prompt
+
+    async def score(
+        self, replayed: ReplayedTrajectory, recorded: list[Event], context: ScoringContext
+    ) -> float | None:
+        answer = final_answer(replayed)
+        if answer is None:
+            return None
+        task = "\n".join(_user_texts(replayed))
+        return parse_judge_score(await self.judge(self.prompt.format(task=task, answer=answer)))
+
+
+def _user_texts(replayed: ReplayedTrajectory) -> list[str]:
+    """What the user asked, as the last replayed request holds it (the whole conversation)."""
+    messages = replayed.steps[-1].request.get("messages") or []
+    return [
+        m["content"] for m in messages if m.get("role") == "user" and isinstance(m["content"], str)
+    ]
+
+
+def combine(scores: Iterable[float | None]) -> float | None:
+    """The mean of the scorers that had an opinion; None when none had.
+
+    An unweighted mean keeps every scorer's vote visible and in [0, 1]; a scorer without an
+    opinion (None) neither helps nor hurts.
+    """
+    values = [score for score in scores if score is not None]
+    return math.fsum(values) / len(values) if values else None
+
+
+async def score_replay(
+    replayed: ReplayedTrajectory,
+    recorded: list[Event],
+    scorers: Sequence[Scorer],
+    context: ScoringContext | None = None,
+) -> ReplayScore:
+    """Run every scorer on one replay and combine their opinions."""
+    names = [scorer.name for scorer in scorers]
+    if len(set(names)) != len(names):
+        raise ValueError(f"scorer names must be unique, got {names}")
+    context = context or ScoringContext()
+    scores: dict[str, float | None] = {}
+    for scorer in scorers:
+        value = await scorer.score(replayed, recorded, context)
+        if value is not None and not 0.0 <= value <= 1.0:
+            raise ValueError(f"scorer {scorer.name} returned {value}; scores must be in [0, 1]")
+        scores[scorer.name] = value
+    return ReplayScore(
+        trajectory_id=str(replayed.trajectory_id),
+        scores=scores,
+        combined=combine(scores.values()),
+    )
