@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
 from starlette.routing import Route
 
+from atdp import Traffic
 from proxy.catalog import RegistryUnreachable
 from proxy.config import GatewayConfig
 from proxy.engines.base import UpstreamError, UpstreamTimeout
@@ -138,17 +139,54 @@ async def chat_completions(request: Request):
         raise GatewayError(
             400, str(error), param="X-Evoplane-Training", code="invalid_header"
         ) from None
+    traffic, pin = _evaluation(request)
     session = _session_id(request, parsed)
     if parsed.stream:
-        return await _stream(gateway, identity.tenant, agent, session, body, opt_out)
-    response, served = await gateway.serve(identity, agent, session, body, training_opt_out=opt_out)
+        return await _stream(
+            gateway, identity.tenant, agent, session, body, opt_out, traffic=traffic, pin=pin
+        )
+    response, served = await gateway.serve(
+        identity, agent, session, body, training_opt_out=opt_out, traffic=traffic, pin=pin
+    )
     return JSONResponse(response, headers=_headers(served))
 
 
+def _evaluation(request: Request) -> tuple[Traffic, str | None]:
+    """`X-Evoplane-Traffic: evaluation` marks replay and optimiser calls (never training
+    data, never user traffic); only such calls may pin a version with `X-Evoplane-Version`."""
+    value = (request.headers.get("x-evoplane-traffic") or "user").strip().lower()
+    if value not in {"user", "evaluation"}:
+        raise GatewayError(
+            400,
+            f"X-Evoplane-Traffic must be 'user' or 'evaluation', not {value!r}.",
+            param="X-Evoplane-Traffic",
+            code="invalid_header",
+        )
+    traffic = Traffic(value)
+    pin = request.headers.get("x-evoplane-version")
+    if pin and traffic is not Traffic.EVALUATION:
+        raise GatewayError(
+            400,
+            "X-Evoplane-Version pins a version for evaluation traffic only; "
+            "also send `X-Evoplane-Traffic: evaluation`.",
+            param="X-Evoplane-Version",
+            code="invalid_header",
+        )
+    return traffic, pin or None
+
+
 async def _stream(
-    gateway: Gateway, tenant: str, agent: str, session: str, body: dict, opt_out: bool
+    gateway: Gateway,
+    tenant: str,
+    agent: str,
+    session: str,
+    body: dict,
+    opt_out: bool,
+    *,
+    traffic: Traffic,
+    pin: str | None,
 ):
-    route, overlaid = await gateway.prepare(tenant, agent, session, body)
+    route, overlaid = await gateway.prepare(tenant, agent, session, body, pin=pin)
     engine = gateway.engine_for(route.version, route.base_url)
     started = time.perf_counter()
     chunks = engine.stream(
@@ -160,7 +198,8 @@ async def _stream(
         first = None
     except (UpstreamTimeout, UpstreamError) as error:
         raise upstream_failure(error) from None
-    trajectory_hint = gateway.sessions.get(tenant, agent, session)
+    book = gateway.sessions if traffic is Traffic.USER else gateway.shadow_sessions
+    trajectory_hint = book.get(tenant, agent, session)
     headers = {"X-Evoplane-Session-Id": session, "X-Evoplane-Version": route.version.id}
     if trajectory_hint is not None:
         headers["X-Evoplane-Trajectory-Id"] = str(trajectory_hint.trajectory.id)
@@ -201,8 +240,9 @@ async def _stream(
                 response,
                 latency_ms,
                 training_opt_out=opt_out,
+                traffic=traffic,
             )
-            if route.shadow is not None:
+            if route.shadow is not None and traffic is Traffic.USER:
                 gateway.spawn(gateway.shadow(tenant, agent, session, body, route.shadow, opt_out))
         yield b"data: [DONE]\n\n"
 

@@ -319,11 +319,31 @@ class Gateway:
     # --- the pipeline -------------------------------------------------------------------
 
     async def prepare(
-        self, tenant: str, agent: str, session: str, body: dict
+        self, tenant: str, agent: str, session: str, body: dict, *, pin: str | None = None
     ) -> tuple[Route, Overlaid]:
-        route = await self.router.route(tenant, agent, session)
+        """The route (or the pinned version) and the request with its overlays applied."""
+        route = (
+            await self.pinned(agent, pin)
+            if pin is not None
+            else await self.router.route(tenant, agent, session)
+        )
         memory = await self.catalog.memory_index(route.version, tenant)
         return route, apply_overlays(body, route.version.spec, memory)
+
+    async def pinned(self, agent: str, version_id: str) -> Route:
+        """An evaluation request's own choice of version (replay, optimisers): no shadow."""
+        try:
+            version = await self.catalog.version(version_id)
+        except NotFoundError:
+            version = None
+        if version is None or version.agent != agent:
+            raise GatewayError(
+                404,
+                f"Version {version_id!r} of agent {agent!r} not found.",
+                param="X-Evoplane-Version",
+                code="version_not_found",
+            )
+        return Route(version=version, alias=None, replica=0, shadow=None)
 
     async def serve(
         self,
@@ -333,13 +353,16 @@ class Gateway:
         body: dict,
         *,
         training_opt_out: bool,
+        traffic: Traffic = Traffic.USER,
+        pin: str | None = None,
     ) -> tuple[dict[str, Any], Served]:
         """A non-streaming completion, captured.
 
         Capture is split around the upstream call: what the request alone determines is built
         and redacted while the upstream works, so only the answer's part adds latency.
+        Evaluation traffic (replays, optimisers) may pin a version and is never shadowed.
         """
-        route, overlaid = await self.prepare(identity.tenant, agent, session, body)
+        route, overlaid = await self.prepare(identity.tenant, agent, session, body, pin=pin)
         engine = self.engine_for(route.version, route.base_url)
         started = time.perf_counter()
         sent = asyncio.Event()
@@ -357,13 +380,14 @@ class Gateway:
                 overlaid,
                 route.version,
                 training_opt_out=training_opt_out,
+                traffic=traffic,
             )
         except BaseException:
             upstream.cancel()
             raise
         response = await upstream
         served = self.finish_capture(capture, response, (time.perf_counter() - started) * 1000)
-        if route.shadow is not None:
+        if route.shadow is not None and traffic is Traffic.USER:
             self.spawn(
                 self.shadow(identity.tenant, agent, session, body, route.shadow, training_opt_out)
             )

@@ -37,7 +37,7 @@ def session_bucket(agent: str, session_id: str, salt: str = "version") -> float:
 @dataclass(frozen=True)
 class Route:
     version: AgentVersion
-    alias: Alias
+    alias: Alias | None  # None: pinned by an evaluation request, not routed
     replica: int
     shadow: AgentVersion | None
 

@@ -6,13 +6,15 @@ import asyncio
 import math
 import time
 
+import openai
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from atdp import ModelRef, VersionSpec
 from proxy.catalog import Catalog
 from proxy.router import Router, session_bucket
-from registry import Alias, register_version, set_alias, transaction
+from registry import Alias, export_records, register_version, set_alias, transaction
 from tests.proxy.test_gateway_sdk import client, stored
 from tests.support.upstream import ScriptedUpstream
 
@@ -127,3 +129,42 @@ def test_a_hanging_or_failing_shadow_changes_nothing_for_the_user(live, upstream
         shadow_events = get_events(s, "acme", shadow_runs[0].id)
     assert {e.metadata.traffic for e in shadow_events} == {"shadow"}
     assert shadow_events[-1].metadata.agent_version_id == shadow
+
+
+def test_evaluation_calls_pin_a_version_and_never_become_user_or_training_data(
+    live, upstream
+) -> None:
+    server, engine, keys = live
+    candidate = add_version(engine, upstream.base_url, "candidate-model")
+    sdk = client(server, keys["acme"])
+    evaluation = {"X-Evoplane-Traffic": "evaluation", "X-Session-Id": "replay-1"}
+    reply = sdk.chat.completions.with_raw_response.create(
+        model="support-bot",
+        messages=[{"role": "user", "content": "replayed question"}],
+        extra_headers={**evaluation, "X-Evoplane-Version": candidate},
+    )
+    assert reply.headers["X-Evoplane-Version"] == candidate  # not stable: pinned
+    assert upstream.requests[-1]["model"] == "candidate-model"
+    trajectory, events = stored(server, engine, "acme", "replay-1")
+    assert trajectory.versions.agent_version_id == candidate
+    assert {e.metadata.traffic for e in events} == {"evaluation"}
+    assert {e.governance.training for e in events} == {"debug_only"}  # never training data
+    with transaction(engine) as session:
+        exported = list(export_records(session, "acme", "support-bot"))
+    assert all(record["trajectory"]["session"] != "replay-1" for record in exported)
+
+    def refused(headers: dict) -> openai.APIStatusError:
+        with pytest.raises(openai.APIStatusError) as error:
+            sdk.chat.completions.create(
+                model="support-bot",
+                messages=[{"role": "user", "content": "x"}],
+                extra_headers=headers,
+            )
+        return error.value
+
+    unpinned = refused({"X-Evoplane-Version": candidate})  # user traffic may not choose
+    assert unpinned.status_code == 400 and "X-Evoplane-Traffic" in unpinned.message
+    unknown = refused({**evaluation, "X-Evoplane-Version": "support-bot@v99"})
+    assert unknown.status_code == 404 and unknown.body["code"] == "version_not_found"
+    odd = refused({"X-Evoplane-Traffic": "synthetic"})
+    assert odd.status_code == 400 and odd.body["param"] == "X-Evoplane-Traffic"
