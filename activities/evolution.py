@@ -14,6 +14,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
+from pydantic import ValidationError
 from sqlalchemy.engine import Engine
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -35,9 +36,10 @@ from activities.models import (
 from activities.replay import ReplayGate
 from atdp import VersionSpec, utcnow
 from evolution.analysis import analyse_window
-from evolution.decision import Action, DecisionRecord, PolicyConfig, decide
-from evolution.gates import GateConfig, GateResult, judge
+from evolution.decision import Action, DecisionRecord, decide
+from evolution.gates import GateResult, judge
 from evolution.samples import canary_metrics, shadow_metrics
+from evolution.settings import EvolutionSettings
 from evolution.window import WindowSpec
 from registry import (
     Alias,
@@ -110,9 +112,12 @@ class EvolutionActivities:
                 )
             except EvolutionAlreadyRunning as error:
                 raise _fatal("EvolutionAlreadyRunning", str(error)) from None
-            settings = agent.settings or {}
-        gate = options.gate or GateConfig.model_validate(settings.get("gate", {}))
-        policy = options.policy or PolicyConfig.model_validate(settings.get("policy", {}))
+            try:
+                settings = EvolutionSettings.of(agent.settings)
+            except ValidationError as error:
+                raise _fatal("InvalidAgentSettings", f"{request.agent}: {error}") from None
+        gate = options.gate or settings.gate
+        policy = options.policy or settings.policy
         window = WindowSpec(
             agent=request.agent,
             tenants=request.tenants,

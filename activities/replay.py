@@ -22,6 +22,7 @@ from temporalio import activity
 from activities.models import ReplayGateRequest
 from evolution.gates import GateResult
 from evolution.safety import SafetyCase, default_safety_suite, run_safety_suite
+from evolution.settings import EvolutionSettings
 from proxy.engines.base import UpstreamEngine
 from proxy.engines.openai_compat import OpenAICompatEngine
 from proxy.governance import Redactor
@@ -57,11 +58,8 @@ class ReplayGate:
     def _suite(self, agent: str) -> list[SafetyCase]:
         """The agent's own suite (settings `safety_suite`), else the generic one."""
         with transaction(self.engine) as session:
-            settings = get_agent(session, agent).settings or {}
-        cases = settings.get("safety_suite")
-        if not cases:
-            return default_safety_suite()
-        return [SafetyCase.model_validate(case) for case in cases]
+            settings = EvolutionSettings.of(get_agent(session, agent).settings)
+        return settings.safety_suite or default_safety_suite()
 
     async def run(self, request: ReplayGateRequest) -> GateResult:
         with transaction(self.engine) as session:

@@ -39,6 +39,7 @@ from activities.models import (
     RollbackRequest,
     RollbackResult,
 )
+from evolution.settings import EvolutionSettings
 from registry import (
     EvolutionAlreadyRunning,
     NotFoundError,
@@ -49,6 +50,7 @@ from registry import (
     list_agents,
     list_evolutions,
     list_versions,
+    set_agent_settings,
     transaction,
 )
 from registry import start_evolution as record_evolution
@@ -276,6 +278,22 @@ def create_control_app(config: ControlConfig) -> FastAPI:
                     for v in list_versions(session, agent)
                 ],
             }
+
+    @app.get("/api/agents/{agent}/settings")
+    async def agent_settings(agent: str, c=Depends(authorised)) -> dict[str, Any]:
+        """The agent's evolution settings, defaults filled in."""
+        with transaction(c.engine) as session:
+            stored = get_agent(session, agent).settings
+        return EvolutionSettings.of(stored).model_dump(mode="json")
+
+    @app.put("/api/agents/{agent}/settings")
+    async def configure_agent(
+        agent: str, settings: EvolutionSettings, c=Depends(authorised)
+    ) -> dict[str, Any]:
+        """Replace the agent's evolution settings (validated; omitted parts take defaults)."""
+        with transaction(c.engine) as session:
+            set_agent_settings(session, agent, settings.model_dump(mode="json", exclude_unset=True))
+        return settings.model_dump(mode="json")
 
     @app.post("/api/agents/{agent}/rollback")
     async def rollback(agent: str, body: RollbackBody, c=Depends(authorised)) -> dict[str, Any]:

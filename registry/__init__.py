@@ -4,7 +4,7 @@ Functions take an open `Session` first, so callers compose several writes into o
 transaction: `with transaction(engine) as session: ...`.
 """
 
-from registry.agents import Agent, create_agent, get_agent, list_agents
+from registry.agents import Agent, create_agent, get_agent, list_agents, set_agent_settings
 from registry.aliases import (
     Alias,
     AliasMove,
@@ -193,6 +193,7 @@ __all__ = [
     "route_session",
     "running_evolution",
     "seal_event",
+    "set_agent_settings",
     "set_alias",
     "set_memory_status",
     "start_evolution",

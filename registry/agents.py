@@ -15,7 +15,7 @@ from registry.tables import AgentRow, TenantAgentRow
 from registry.tenants import validate_slug
 from registry.versions import AgentVersion, register_version
 
-__all__ = ["Agent", "create_agent", "get_agent", "list_agents"]
+__all__ = ["Agent", "create_agent", "get_agent", "list_agents", "set_agent_settings"]
 
 
 class Agent(BaseModel):
@@ -54,6 +54,17 @@ def get_agent(session: Session, name: str) -> Agent:
     row = session.get(AgentRow, name)
     if row is None:
         raise NotFoundError("agent", name)
+    return _agent(row)
+
+
+def set_agent_settings(session: Session, name: str, settings: dict[str, Any]) -> Agent:
+    """Replace an agent's settings (the caller validates them; see evolution.settings)."""
+    row = session.get(AgentRow, name)
+    if row is None:
+        raise NotFoundError("agent", name)
+    row.settings = dict(settings)
+    session.add(row)
+    session.flush()
     return _agent(row)
 
 

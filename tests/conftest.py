@@ -11,6 +11,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -104,6 +105,8 @@ async def temporal_env():
         search_attributes=ALL,
         data_converter=pydantic_data_converter,
         dev_server_extra_args=["--ui-disable-news-fetch"],
+        # The default 5 s is too short on a loaded 2-core machine; a slow start is not a failure.
+        dev_server_startup_timeout=timedelta(seconds=60),
     )
     yield env
     await env.shutdown()

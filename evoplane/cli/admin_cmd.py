@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -137,6 +139,39 @@ def agent_grant(name: str, tenant: str = typer.Option(..., help="The tenant to a
     with transaction(_engine()) as session:
         grant_agent(session, tenant, name)
     console.print(f"tenant {tenant} may use agent {name}.", highlight=False)
+
+
+@agent_app.command("configure")
+def agent_configure(
+    name: str,
+    file: Path = typer.Option(
+        ..., exists=True, dir_okay=False, help="JSON with any of: gate, policy, safety_suite."
+    ),
+) -> None:
+    """Set an agent's evolution settings (gate parameters, policy thresholds, safety suite)."""
+    from pydantic import ValidationError
+
+    from evolution.settings import EvolutionSettings
+    from registry import set_agent_settings, transaction
+
+    try:
+        settings = EvolutionSettings.model_validate_json(file.read_text())
+    except ValidationError as error:
+        raise typer.BadParameter(f"{file} is not valid evolution settings:\n{error}") from None
+    with transaction(_engine()) as session:
+        set_agent_settings(session, name, settings.model_dump(mode="json", exclude_unset=True))
+    console.print(f"agent {name} configured from {file}.", highlight=False)
+
+
+@agent_app.command("settings")
+def agent_settings(name: str) -> None:
+    """Print an agent's evolution settings, defaults filled in, as JSON."""
+    from evolution.settings import EvolutionSettings
+    from registry import get_agent, transaction
+
+    with transaction(_engine()) as session:
+        stored = get_agent(session, name).settings
+    console.print_json(EvolutionSettings.of(stored).model_dump_json())
 
 
 @key_app.command("seal-key")

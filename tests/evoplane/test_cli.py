@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -69,3 +70,23 @@ def test_wrong_postgres_driver_is_explained() -> None:
     )
     assert result.returncode == 1
     assert "postgresql+psycopg://" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_agent_evolution_settings_are_validated_stored_and_shown(tmp_path: Path) -> None:
+    env = {"EVOPLANE_DATA_DIR": str(tmp_path / "data")}
+    assert run("db", "upgrade", env=env).returncode == 0
+    created = run("agent", "create", "helpdesk", "--base-url", "http://127.0.0.1:9/v1", env=env)
+    assert created.returncode == 0, created.stderr
+    good = tmp_path / "settings.json"
+    good.write_text(json.dumps({"gate": {"min_samples": 50, "step_weights": [0.1, 0.5]}}))
+    assert run("agent", "configure", "helpdesk", "--file", str(good), env=env).returncode == 0
+    shown = json.loads(run("agent", "settings", "helpdesk", env=env).stdout)
+    assert shown["gate"]["min_samples"] == 50 and shown["gate"]["step_weights"] == [0.1, 0.5]
+    assert shown["gate"]["confidence"] == 0.95  # defaults filled in
+    assert shown["safety_suite"] is None
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"gate": {"step_weights": [0.5, 0.1]}}))  # not increasing
+    refused = run("agent", "configure", "helpdesk", "--file", str(bad), env=env)
+    assert refused.returncode != 0 and "step_weights" in refused.stderr
+    after = json.loads(run("agent", "settings", "helpdesk", env=env).stdout)
+    assert after["gate"]["step_weights"] == [0.1, 0.5]  # nothing half-written

@@ -180,3 +180,18 @@ async def test_the_cli_mirrors_the_api(world: World, control, monkeypatch, tmp_p
     monkeypatch.setenv("EVOPLANE_API_PORT", str(free_port()))
     offline = await run("versions", "--agent", AGENT)
     assert "start it with `evoplane up`" in str(offline.exception)
+
+
+async def test_agent_settings_are_validated_over_http(world: World, control) -> None:
+    async with api(control) as client:
+        url = f"/api/agents/{AGENT}/settings"
+        defaults = (await client.get(url)).json()
+        assert defaults["gate"]["step_weights"] == [0.05, 0.25, 0.5]
+        assert [c["name"] for c in defaults["safety_suite"]][:1] == ["keeps-internal-notes"]
+        bad = await client.put(url, json={"gate": {"confidence": 2}})
+        assert bad.status_code == 422
+        good = await client.put(url, json={"policy": {"min_trajectories": 100}})
+        assert good.status_code == 200
+        stored = (await client.get(url)).json()
+        assert stored["policy"]["min_trajectories"] == 100
+        assert stored["safety_suite"] is None  # replaced, not merged: the body is the settings

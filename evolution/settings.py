@@ -1,0 +1,37 @@
+"""An agent's evolution settings: how its gates judge, how its policy decides, its safety suite.
+
+Stored as the agent's `settings` in the registry (`evoplane agent configure`, or
+`PUT /api/agents/{agent}/settings`); every evolution starts from them and may override
+`gate` and `policy` for itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evolution.decision import PolicyConfig
+from evolution.gates import GateConfig
+from evolution.safety import SafetyCase
+
+__all__ = ["EvolutionSettings"]
+
+
+class EvolutionSettings(BaseModel):
+    """Args:
+    gate: gate parameters (minimum samples, step weights and durations, confidence...).
+    policy: decision thresholds, costs and risks.
+    safety_suite: the agent's own safety cases; None runs the generic suite.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    gate: GateConfig = Field(default_factory=GateConfig)
+    policy: PolicyConfig = Field(default_factory=PolicyConfig)
+    safety_suite: list[SafetyCase] | None = None
+
+    @classmethod
+    def of(cls, settings: dict[str, Any] | None) -> EvolutionSettings:
+        """From an agent's stored settings (absent keys take the defaults)."""
+        return cls.model_validate(settings or {})
