@@ -10,7 +10,6 @@ non-retryable `ApplicationError`s whose `type` says what happened.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -34,10 +33,11 @@ from activities.models import (
     StageRecord,
 )
 from activities.replay import ReplayGate
-from atdp import VersionSpec, utcnow
+from atdp import utcnow
 from evolution.analysis import analyse_window
 from evolution.decision import Action, DecisionRecord, decide
 from evolution.gates import GateResult, judge
+from evolution.operators import Candidate, Operator, OperatorError
 from evolution.samples import canary_metrics, shadow_metrics
 from evolution.settings import EvolutionSettings
 from evolution.window import WindowSpec
@@ -176,29 +176,35 @@ class EvolutionActivities:
         return decision
 
     @activity.defn
-    def build_candidate(self, request: CandidateRequest) -> VersionSpec:
-        """The candidate spec: the one a person supplied, or the chosen action's operator."""
+    def build_candidate(self, request: CandidateRequest) -> Candidate:
+        """The candidate: the spec a person supplied, or the chosen action's operator's."""
         if request.candidate is not None:
-            return request.candidate
+            return Candidate(
+                spec=request.candidate,
+                summary=f"a candidate supplied with the evolution ({request.decision.action})",
+            )
         operator = OPERATORS.get(request.decision.action)
         if operator is None:
             raise _fatal(
                 "OperatorNotAvailable",
                 f"the {request.decision.action.value} operator is not available in this "
-                "build (memory, harness and tool-schema operators arrive with the replay "
-                "engine, weights with the trainer); to evaluate a change now, pass your own "
-                "candidate spec (`evoplane evolve --candidate spec.json`)",
+                "build; to evaluate a change now, pass your own candidate spec "
+                "(`evoplane evolve --candidate spec.json`)",
             )
         with transaction(self.engine) as session:
             parent = get_version(session, request.parent_version)
-        return operator(self.engine, parent, request.decision)
+            try:
+                return operator(session, parent, request.decision, request.window)
+            except OperatorError as error:
+                raise _fatal("NothingToPropose", str(error)) from None
 
     @activity.defn
     def register_candidate(self, request: RegisterRequest) -> str:
         """Register the candidate (found again by content hash on a retry)."""
         with transaction(self.engine) as session:
             parent = get_version(session, request.parent_version)
-            if request.spec.content_hash() == parent.content_hash:
+            spec = request.candidate.spec
+            if spec.content_hash() == parent.content_hash:
                 raise _fatal(
                     "CandidateUnchanged",
                     f"the candidate is identical to {parent.id}; nothing to evaluate",
@@ -206,13 +212,25 @@ class EvolutionActivities:
             version = register_version(
                 session,
                 request.agent,
-                request.spec,
+                spec,
                 parent_id=parent.id,
                 author=f"evolution:{request.evolution_id}",
                 reason=request.reason,
             )
             update_evolution(
                 session, request.evolution_id, candidate_version_id=version.id, stage="building"
+            )
+            built = request.candidate
+            append_stage(
+                session,
+                request.evolution_id,
+                {
+                    "stage": "build",
+                    "version": version.id,
+                    "summary": built.summary,
+                    "changes": built.changes,
+                    "evidence": built.evidence,
+                },
             )
         if request.mlflow_run_id:
             self._track("log_params", request.mlflow_run_id, {"candidate_version": version.id})
@@ -383,7 +401,6 @@ class EvolutionActivities:
             self._track("finish", request.mlflow_run_id, request.outcome.value)
 
 
-# Operators by action. Each returns a new VersionSpec built from the parent and the
-# decision (never mutating a version); the memory, harness and tool-schema operators
-# register here with the replay engine, the weights operator with the trainer.
-OPERATORS: dict[Action, Callable[[Engine, Any, DecisionRecord], VersionSpec]] = {}
+# Operators by action (evolution.operators.Operator): each proposes a new spec from the
+# parent and the decision, never mutating a version.
+OPERATORS: dict[Action, Operator] = {}

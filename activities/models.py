@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from atdp import VersionSpec
 from evolution.decision import Action, DecisionRecord, PolicyConfig
 from evolution.gates import GateConfig, GateResult
+from evolution.operators import Candidate
 from evolution.window import WindowSpec
 
 __all__ = [
@@ -128,6 +129,7 @@ class CandidateRequest(_Message):
     agent: str
     parent_version: str
     decision: DecisionRecord
+    window: WindowSpec
     candidate: VersionSpec | None = None
 
 
@@ -136,7 +138,7 @@ class RegisterRequest(_Message):
     mlflow_run_id: str | None
     agent: str
     parent_version: str
-    spec: VersionSpec
+    candidate: Candidate
     reason: str
 
 

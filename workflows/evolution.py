@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from evolution.decision import Action
     from evolution.gates import GateConfig, GateResult, Verdict
+    from evolution.operators import Candidate
     from workflows.queues import CONTROL_QUEUE, GPU_QUEUE
     from workflows.search_attributes import ACTION, AGENT, OUTCOME, STAGE, TENANT
 
@@ -162,13 +163,14 @@ class EvolutionWorkflow:
             return Outcome.ROLLED_BACK, decision.reason
 
         await self._stage(Stage.BUILDING, f"building a {decision.action.value} candidate")
-        spec = await self._activity(
+        built: Candidate = await self._activity(
             EvolutionActivities.build_candidate,
             CandidateRequest(
                 evolution_id=self._status.evolution_id,
                 agent=agent,
                 parent_version=begun.parent_version,
                 decision=decision,
+                window=begun.window,
                 candidate=options.candidate,
             ),
             summary=f"{decision.action.value} operator",
@@ -183,12 +185,13 @@ class EvolutionWorkflow:
                 mlflow_run_id=begun.mlflow_run_id,
                 agent=agent,
                 parent_version=begun.parent_version,
-                spec=spec,
-                reason=decision.reason,
+                candidate=built,
+                reason=f"{built.summary} ({decision.reason})",
             ),
             summary="register the candidate version",
         )
         self._update(candidate_version=candidate)
+        workflow.set_current_details(f"**building**: {candidate}: {built.summary}")
         return await self._gate_and_promote(request, begun, candidate)
 
     async def _gate_and_promote(

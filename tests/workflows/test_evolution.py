@@ -115,7 +115,9 @@ async def test_a_better_candidate_is_promoted(world: World, workers) -> None:
         "harness",
         status.candidate_version,
     )
-    assert [stage["gate"] for stage in record.stages] == ["replay", "shadow", "canary"]
+    build, *gates = record.stages
+    assert build["stage"] == "build" and build["version"] == status.candidate_version
+    assert [stage["gate"] for stage in gates] == ["replay", "shadow", "canary"]
 
 
 async def test_a_candidate_that_fails_the_safety_suite_stops_at_replay(
