@@ -40,6 +40,9 @@ class Overlaid:
     blocked_tools: frozenset[str] = frozenset()
     retrieved: list[ScoredItem] = field(default_factory=list)
     fingerprints: dict[str, str] = field(default_factory=dict)
+    # How to get the agent's own request back from `body` (atdp.agent_request reads it):
+    # empty when the overlays changed nothing.
+    undo: dict[str, Any] = field(default_factory=dict)
 
 
 def apply_overlays(
@@ -47,20 +50,22 @@ def apply_overlays(
 ) -> Overlaid:
     """The request `spec` sends upstream for the agent's `body` (which is not modified)."""
     body = copy.deepcopy(body)
-    messages = list(body.get("messages") or [])
-    retrieved = _retrieve(messages, spec, memory)
-    messages = _with_harness(messages, spec, retrieved)
+    agent_messages = list(body.get("messages") or [])
+    agent_tools = body.get("tools")
+    retrieved = _retrieve(agent_messages, spec, memory)
+    messages, added, consumed = _with_harness(agent_messages, spec, retrieved)
     blocked = frozenset(spec.guardrails.blocked_tools)
     maps = {name: dict(o.argument_map) for name, o in spec.tools.tools.items() if o.argument_map}
     messages = [_to_model_names(message, maps) for message in messages]
     body["messages"] = messages
-    if body.get("tools"):
+    if agent_tools:
         body["tools"] = [
-            _overlay_tool(t, spec) for t in body["tools"] if _tool_name(t) not in blocked
+            _overlay_tool(t, spec) for t in agent_tools if _tool_name(t) not in blocked
         ]
         if not body["tools"]:
             del body["tools"]
             body.pop("tool_choice", None)
+    undo = _undo(agent_messages, agent_tools, added, consumed, body, maps)
     _cap_tokens(body, spec.guardrails.max_tokens)
     model = spec.model.adapter or spec.model.model
     if model:
@@ -72,7 +77,32 @@ def apply_overlays(
     if retrieved:
         ids = ",".join(str(hit.item.id) for hit in retrieved)
         fingerprints["retrieval"] = hashlib.sha256(ids.encode()).hexdigest()[:16]
-    return Overlaid(body, model, maps, blocked, retrieved, fingerprints)
+    return Overlaid(body, model, maps, blocked, retrieved, fingerprints, undo)
+
+
+def _undo(
+    agent_messages: list[dict],
+    agent_tools: list | None,
+    added: int,
+    consumed: bool,
+    body: dict,
+    maps: dict[str, dict[str, str]],
+) -> dict[str, Any]:
+    """The smallest record that recovers the agent's request from the upstream's (read by
+    `atdp.agent_request`): how many messages the overlays put in front of the agent's, its
+    first message if they took it in, its tools if they changed them, the renamed arguments.
+    Empty when the overlays changed nothing."""
+    if body["messages"] == agent_messages and body.get("tools") == agent_tools and not maps:
+        return {}
+    undo: dict[str, Any] = {"added": added}
+    if consumed:
+        first = agent_messages[0]
+        undo.update({"first": first} if body["messages"][:1] != [first] else {"keeps_first": True})
+    if agent_tools and body.get("tools") != agent_tools:
+        undo["tools"] = agent_tools
+    if maps:
+        undo["argument_maps"] = maps
+    return undo
 
 
 def _retrieve(
@@ -94,7 +124,9 @@ def _text(content: Any) -> str:
 
 def _with_harness(
     messages: list[dict], spec: VersionSpec, retrieved: list[ScoredItem]
-) -> list[dict]:
+) -> tuple[list[dict], int, bool]:
+    """The messages with instructions, memory and demos in front; also how many messages
+    now precede the agent's remaining ones, and whether its first message was taken in."""
     harness = spec.harness
     prefix: list[dict] = []
     instructions = (
@@ -123,7 +155,8 @@ def _with_harness(
     demos = [
         m.model_dump(mode="json", exclude_defaults=True) for d in harness.demos for m in d.messages
     ]
-    return [*prefix, *demos, *rest]
+    consumed = len(rest) < len(messages)
+    return [*prefix, *demos, *rest], len(prefix) + len(demos), consumed
 
 
 def _tool_name(tool: dict) -> str | None:

@@ -41,6 +41,7 @@ __all__ = [
     "Serve",
     "ToolSimulator",
     "action_of",
+    "recorded_action",
     "replay_trajectory",
     "request_body",
     "same_action",
@@ -109,22 +110,87 @@ class ReplayedTrajectory(_Value):
 
 
 def request_body(event: Event) -> dict[str, Any]:
-    """The OpenAI chat-completions request an llm_call event recorded.
+    """The OpenAI chat-completions request the agent sent for an llm_call event.
 
-    The model is left out: `serve` routes to the version under test.
+    The event records what the model saw (the recording version's overlays applied); its
+    `observation.data["agent_request"]`, written by the gateway, says how to undo them, so
+    `serve` can apply the version under test to the agent's own request. The model is left
+    out: `serve` routes to the version under test.
     """
     if event.kind is not EventKind.LLM_CALL or event.observation is None:
         raise ValueError(f"event {event.id} is a {event.kind} event, not a recorded llm_call")
-    body: dict[str, Any] = {
-        "messages": [_message_dict(message) for message in event.observation.messages]
-    }
-    if event.observation.tools:
-        body["tools"] = [_tool_dict(tool) for tool in event.observation.tools]
+    messages = [_message_dict(message) for message in event.observation.messages]
+    tools = [_tool_dict(tool) for tool in event.observation.tools]
+    undo = _undo(event)
+    if undo:
+        messages, tools = _agent_view(messages, tools, undo)
+    body: dict[str, Any] = {"messages": messages}
+    if tools:
+        body["tools"] = tools
     decoding = event.metadata.decoding
     if decoding is not None:
         body.update(decoding.extra)
         body.update({k: v for k in _DECODING if (v := getattr(decoding, k)) is not None})
     return body
+
+
+def _undo(event: Event) -> dict[str, Any]:
+    data = event.observation.data if event.observation else None
+    undo = (data or {}).get("agent_request")
+    return undo if isinstance(undo, dict) else {}
+
+
+def _agent_view(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]], undo: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Undo the overlays: drop what they put in front, restore the agent's first message and
+    tools, and give earlier tool calls back their agent-side argument names."""
+    head = [undo["first"]] if "first" in undo else messages[:1] if undo.get("keeps_first") else []
+    rest = messages[int(undo.get("added", 0)) :]
+    maps = undo.get("argument_maps") or {}
+    rest = [_to_agent_names(m, maps) for m in rest] if maps else rest
+    return [*head, *rest], list(undo.get("tools") or tools)
+
+
+def _to_agent_names(message: dict[str, Any], maps: dict[str, dict[str, str]]) -> dict[str, Any]:
+    calls = message.get("tool_calls")
+    if not calls:
+        return message
+    renamed = []
+    for call in calls:
+        function = call.get("function") or {}
+        mapping = maps.get(function.get("name") or "")
+        if mapping:
+            arguments = _renamed(function.get("arguments") or "", mapping)
+            call = {**call, "function": {**function, "arguments": arguments}}
+        renamed.append(call)
+    return {**message, "tool_calls": renamed}
+
+
+def _renamed(arguments: str, mapping: dict[str, str]) -> str:
+    """Top-level keys of JSON-object arguments renamed (model name -> agent name)."""
+    try:
+        parsed = json.loads(arguments)
+    except (json.JSONDecodeError, TypeError):
+        return arguments
+    if not isinstance(parsed, dict):
+        return arguments
+    return json.dumps({mapping.get(key, key): value for key, value in parsed.items()})
+
+
+def recorded_action(event: Event) -> Any:
+    """The recorded action as the agent received it (tool arguments under its own names)."""
+    action = event.action
+    maps = _undo(event).get("argument_maps") or {}
+    if not maps or not isinstance(action, MessageAction) or not action.tool_calls:
+        return action
+    calls = [
+        call.model_copy(update={"arguments": _renamed(call.arguments, maps[call.name])})
+        if call.name in maps
+        else call
+        for call in action.tool_calls
+    ]
+    return action.model_copy(update={"tool_calls": calls})
 
 
 def _message_dict(message: ChatMessage) -> dict[str, Any]:
@@ -272,7 +338,7 @@ async def _serve_recorded(call: Event, serve: Serve) -> ReplayStep:
         event_id=call.id,
         request=body,
         response=response,
-        matched=same_action(action_of(response), call.action),
+        matched=same_action(action_of(response), recorded_action(call)),
     )
 
 
@@ -292,13 +358,14 @@ async def _approximate(
             event_id=call.id,
             request=body,
             response=response,
-            matched=same_action(new, call.action),
+            matched=same_action(new, recorded_action(call)),
         )
         if index == len(calls) - 1:
             steps.append(step)
             break
         nxt = calls[index + 1]
-        recorded_calls = call.action.tool_calls if isinstance(call.action, MessageAction) else []
+        recorded = recorded_action(call)
+        recorded_calls = recorded.tool_calls if isinstance(recorded, MessageAction) else []
         if same_tool_calls(new.tool_calls, recorded_calls):
             outputs = _recorded_outputs(nxt, recorded_calls, new.tool_calls)
         elif new.tool_calls and simulator is not None:

@@ -315,6 +315,9 @@ def _llm_draft(state: SessionState, exchange: Exchange, parent: uuid.UUID | None
         observation=Observation(
             messages=[_chat_message(m) for m in sent.get("messages") or []],
             tools=[_tool_spec(t) for t in sent.get("tools") or []],
+            # What the model saw is recorded; this recovers what the agent sent, so a replay
+            # can serve the agent's request under another version.
+            data={"agent_request": exchange.overlaid.undo} if exchange.overlaid.undo else None,
         ),
         hidden=HiddenState(harness_fingerprint=exchange.overlaid.fingerprints.get("harness")),
         metadata=_metadata(

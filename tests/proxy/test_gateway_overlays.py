@@ -16,6 +16,7 @@ from atdp import (
     ToolSchemaOverlay,
     VersionSpec,
 )
+from evolution.replay import request_body
 from proxy.overlays import MEMORY_BLOCK_START
 from registry import Alias, MemoryKind, add_memory_item, register_version, set_alias, transaction
 from tests.proxy.test_gateway_sdk import LOOKUP, client, stored
@@ -254,3 +255,62 @@ def test_tenant_rate_limit_is_a_429_with_retry_after(world, registry_url, tmp_pa
         else:
             raise AssertionError("expected a 429")
         assert globex.chat.completions.create(**ask).choices  # another tenant is not limited
+
+
+def test_the_agents_own_request_is_recoverable_from_the_recorded_event(live, upstream) -> None:
+    """The event records what the model saw; replay needs what the agent sent."""
+    server, engine, keys = live
+    with transaction(engine) as session:
+        fact = add_memory_item(
+            session, "support-bot", "acme", MemoryKind.FACT, "Refunds take five days."
+        )
+    promote(
+        engine,
+        VersionSpec(
+            model=ModelRef(engine="openai", base_url=upstream.base_url),
+            harness=Harness(instructions="Be brief."),
+            memory=MemorySnapshot(item_ids=[str(fact.id)]),
+            tools=ToolSchemaOverlay(
+                tools={
+                    "lookup_order": ToolOverride(
+                        description="Order ids look like A-17.", argument_map={"id": "order_id"}
+                    )
+                }
+            ),
+            guardrails=Guardrails(blocked_tools=["refund"]),
+        ),
+    )
+    server.gateway.catalog.forget()
+    refund = {"type": "function", "function": {"name": "refund", "parameters": {"type": "object"}}}
+    agent_messages = [
+        {"role": "system", "content": "You are Acme's support agent."},
+        {"role": "user", "content": "How long do refunds take for A-17?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "lookup_order", "arguments": '{"order_id": "A-17"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "refund pending"},
+    ]
+    client(server, keys["acme"]).chat.completions.create(
+        model="support-bot",
+        messages=agent_messages,
+        tools=[LOOKUP, refund],
+        extra_headers={"X-Session-Id": "recover-1"},
+    )
+    sent = upstream.requests[-1]
+    assert sent["messages"] != agent_messages and len(sent["tools"]) == 1  # overlays applied
+    _, events = stored(server, engine, "acme", "recover-1")
+    llm_call = next(e for e in events if e.kind == "llm_call")
+    recovered = request_body(llm_call)
+    assert recovered["messages"] == agent_messages
+    assert [t["function"]["name"] for t in recovered["tools"]] == ["lookup_order", "refund"]
+    assert recovered["tools"][0]["function"].get("description") == LOOKUP["function"].get(
+        "description"
+    )
