@@ -1,0 +1,18 @@
+"""The tool-schema operator: schema edits learned from a tool's successful calls, proven by
+replaying its recorded calls against the offered and the candidate schema."""
+
+from evolution.tool_schema.operator import (
+    ToolSchemaConfig,
+    infer_pattern,
+    infer_rules,
+    propose_tool_schema,
+    tool_schema_operator,
+)
+
+__all__ = [
+    "ToolSchemaConfig",
+    "infer_pattern",
+    "infer_rules",
+    "propose_tool_schema",
+    "tool_schema_operator",
+]
