@@ -40,6 +40,7 @@ from evolution.gates import GateResult, judge
 from evolution.operators import Candidate, Operator, OperatorError
 from evolution.samples import canary_metrics, shadow_metrics
 from evolution.settings import EvolutionSettings
+from evolution.tool_schema import propose_tool_schema
 from evolution.window import WindowSpec
 from registry import (
     Alias,
@@ -403,4 +404,4 @@ class EvolutionActivities:
 
 # Operators by action (evolution.operators.Operator): each proposes a new spec from the
 # parent and the decision, never mutating a version.
-OPERATORS: dict[Action, Operator] = {}
+OPERATORS: dict[Action, Operator] = {Action.TOOL_SCHEMA: propose_tool_schema}

@@ -197,16 +197,30 @@ def decide(
         reason = _forced_reason(action, _argmax(scores, set(Action)), scores)
     else:
         action, reason = _choose(options, scores, _permitted(allowed), stats, config)
+    target = options[action].target
+    if force is not None and target is None:
+        target = _forced_target(action, stats, config)
     return DecisionRecord(
         action=action,
         reason=reason,
-        target=options[action].target,
+        target=target,
         scores=scores,
         signals=_signals(stats),
         window=stats.spec,
         stable_version=stats.stable_version,
         forced=force is not None,
     )
+
+
+def _forced_target(
+    action: Action, stats: WindowStats, config: PolicyConfig
+) -> FailureCluster | None:
+    """What a forced change should address when the evidence was too thin to score it:
+    the cluster it fits best, however small (the operator chose to act anyway)."""
+    if action not in _CHANGES:
+        return None
+    fitting = [c for c in stats.failures if _fit(action, c, config) > 0]
+    return max(fitting, key=lambda c: (_fit(action, c, config) * c.share, c.count), default=None)
 
 
 # -- scoring ---------------------------------------------------------------------------

@@ -396,3 +396,12 @@ def test_any_window_gets_a_complete_consistent_decision(stats, allowed, force) -
         )
         assert score_of(record, record.action) > 0
         assert record.scores[ORDER.index(record.action)].expected_gain >= PolicyConfig().min_gain
+
+
+def test_a_forced_change_on_thin_evidence_still_names_its_target() -> None:
+    thin = window(trajectories=12, failures=[BAD_FORMAT, MISSING_FACT])
+    assert decide(thin).action is Action.NOOP  # too little evidence to choose a change
+    forced = decide(thin, force=Action.TOOL_SCHEMA)
+    assert forced.target == BAD_FORMAT  # the cluster a schema change fits
+    assert decide(thin, force=Action.MEMORY).target == MISSING_FACT
+    assert decide(thin, force=Action.NOOP).target is None

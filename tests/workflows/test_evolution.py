@@ -28,11 +28,13 @@ from registry import (
     alias_history,
     current_aliases,
     get_evolution,
+    get_version,
     register_version,
     running_evolution,
     set_alias,
     transaction,
 )
+from tests.evolution.test_tool_schema_operator import orders_window
 from tests.workflows.conftest import AGENT, FAST_GATES, QUICK, World
 from workflows.evolution import EvolutionWorkflow
 from workflows.loop import EvolutionLoop, LoopRequest
@@ -313,3 +315,18 @@ async def running_evolution_handle(world: World) -> WorkflowHandle:
             return world.client.get_workflow_handle_for(EvolutionWorkflow.run, running.id)
         await asyncio.sleep(0.2)
     raise AssertionError("no evolution started")
+
+
+async def test_the_tool_schema_operator_builds_the_candidate(world: World, workers) -> None:
+    orders_window(world.engine)  # bare order numbers fail, "ORD-" ones succeed
+    handle = await start(world, options().model_copy(update={"force": Action.TOOL_SCHEMA}))
+    feeding = asyncio.create_task(feed_canary(world, handle, baseline=0.5, candidate=0.6))
+    status = await handle.result()
+    await feeding
+    assert status.outcome is Outcome.PROMOTED, status.reason
+    with transaction(world.engine) as session:
+        spec = get_version(session, status.candidate_version).spec
+        build = get_evolution(session, handle.id).stages[0]
+    parameter = spec.tools.tools["lookup_order"].parameters["properties"]["order_id"]
+    assert parameter["pattern"] == r"^ORD-\d{6}$"
+    assert build["stage"] == "build" and "12 of 12" in " ".join(build["changes"])
