@@ -37,6 +37,7 @@ from atdp import utcnow
 from evolution.analysis import analyse_window
 from evolution.decision import Action, DecisionRecord, decide
 from evolution.gates import GateResult, judge
+from evolution.memory.operator import propose_memory
 from evolution.operators import Candidate, Operator, OperatorError
 from evolution.samples import canary_metrics, shadow_metrics
 from evolution.settings import EvolutionSettings
@@ -404,4 +405,7 @@ class EvolutionActivities:
 
 # Operators by action (evolution.operators.Operator): each proposes a new spec from the
 # parent and the decision, never mutating a version.
-OPERATORS: dict[Action, Operator] = {Action.TOOL_SCHEMA: propose_tool_schema}
+OPERATORS: dict[Action, Operator] = {
+    Action.MEMORY: propose_memory,
+    Action.TOOL_SCHEMA: propose_tool_schema,
+}

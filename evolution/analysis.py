@@ -673,8 +673,8 @@ def _feedback_failures(rewards: Mapping[uuid.UUID, list[Reward]]) -> list[_Failu
 
     One report becomes several rewards (thumbs, category, correction) with the same target
     and time; they are read together so a thumbs-down with a category counts once.
-    Critiques are stored as the user sent them, not redacted, so they shape the cluster key
-    but are not copied into examples.
+    Critiques shape the cluster key; examples still come from event text only (the gateway
+    redacts critiques too, so they could join the examples).
     """
     reports: dict[tuple, list[Reward]] = defaultdict(list)
     for items in rewards.values():

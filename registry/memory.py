@@ -24,8 +24,10 @@ __all__ = [
     "MemoryStatus",
     "add_memory_item",
     "get_memory_items",
+    "list_agent_memory_items",
     "list_memory_items",
     "memory_key",
+    "reinforce_memory_item",
     "set_memory_status",
 ]
 
@@ -118,6 +120,21 @@ def list_memory_items(
     return [_item(row) for row in session.exec(statement)]
 
 
+def list_agent_memory_items(
+    session: Session, agent: str, *, status: MemoryStatus | None = None
+) -> list[MemoryItem]:
+    """Every item of `agent`, whatever its tenant scope.
+
+    For the memory operator only, which must see every item a new agent-wide item would
+    sit beside; serving a tenant always goes through `list_memory_items`/`get_memory_items`.
+    """
+    statement = select(MemoryItemRow).where(MemoryItemRow.agent == agent)
+    if status is not None:
+        statement = statement.where(MemoryItemRow.status == MemoryStatus(status).value)
+    statement = statement.order_by(MemoryItemRow.created_at, MemoryItemRow.id)
+    return [_item(row) for row in session.exec(statement)]
+
+
 def get_memory_items(
     session: Session, agent: str, tenant: str, ids: list[uuid.UUID]
 ) -> list[MemoryItem]:
@@ -141,6 +158,22 @@ def set_memory_status(
         raise NotFoundError("memory item", item_id)
     row.status = MemoryStatus(status).value
     row.conflicts_with = conflicts_with
+    row.updated_at = utcnow()
+    session.add(row)
+    session.flush()
+    return _item(row)
+
+
+def reinforce_memory_item(
+    session: Session, item_id: uuid.UUID, provenance: list[str], confidence: float
+) -> MemoryItem:
+    """Record more evidence for an item: its provenance and confidence grow, its content
+    never changes (a different content is a new item, or a conflict)."""
+    row = session.get(MemoryItemRow, item_id)
+    if row is None:
+        raise NotFoundError("memory item", item_id)
+    row.provenance = list(dict.fromkeys([*row.provenance, *provenance]))
+    row.confidence = max(row.confidence, min(1.0, confidence))
     row.updated_at = utcnow()
     session.add(row)
     session.flush()

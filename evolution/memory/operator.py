@@ -1,0 +1,418 @@
+"""The memory operator: facts users had to supply become memory items of a candidate version.
+
+It reads the corrections of a window (the user turn after a corrected answer, and explicit
+`correction` feedback), distils them into facts (`evolution.memory.distil`), and reconciles
+them with the agent's existing items: a fact already known is reinforced (more provenance,
+higher confidence), a new one is added, and one that contradicts a fact its tenants can
+already see is stored flagged as a conflict and left out of the candidate for a person.
+Running it twice on one window writes nothing new and proposes the same spec, because
+activities retry.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from sqlmodel import Session
+
+from atdp import EventKind, Observation, Reward, RewardSource, utcnow
+from evolution.analysis import MISSING_FACT_CATEGORIES, error_class_name
+from evolution.decision import DecisionRecord
+from evolution.memory.distil import (
+    Correction,
+    DistilledFact,
+    FactRelation,
+    distil_facts,
+    reinforced_confidence,
+    relation,
+    scopes_overlap,
+)
+from evolution.operators import Candidate, OperatorError
+from evolution.window import FailureKind, WindowSpec
+from registry import (
+    AgentVersion,
+    TrajectoryWindow,
+    WindowTrajectory,
+    event_kinds,
+    replies,
+    window_rewards,
+    window_trajectories,
+)
+from registry.memory import (
+    MemoryItem,
+    MemoryKind,
+    MemoryStatus,
+    add_memory_item,
+    list_agent_memory_items,
+    reinforce_memory_item,
+    set_memory_status,
+)
+
+__all__ = ["FactOutcome", "ResolvedFact", "propose_memory", "window_corrections"]
+
+# The reward names the gateway records for corrections (proxy.signals, proxy.feedback).
+_IMPLICIT_CORRECTION = "user_accepted"
+_EXPLICIT_CORRECTION = "correction"
+
+
+class FactOutcome(StrEnum):
+    ADDED = "added"
+    REINFORCED = "reinforced"  # an existing item states it; provenance merged
+    CONFLICT = "conflict"  # contradicts an item its tenants can see; left out
+
+
+@dataclass(frozen=True)
+class ResolvedFact:
+    """A distilled fact and the memory item it became."""
+
+    fact: DistilledFact
+    item: MemoryItem
+    outcome: FactOutcome
+    conflicts_with: MemoryItem | None = None
+
+
+def propose_memory(
+    session: Session, parent: AgentVersion, decision: DecisionRecord, window: WindowSpec
+) -> Candidate:
+    """A candidate whose memory snapshot adds the facts users supplied in `window`.
+
+    Raises:
+        OperatorError: the decision targets no missing fact, the window holds no fact for
+            its target, or every such fact is already in the parent or in conflict.
+    """
+    wanted = _topic(decision)
+    corrections = [
+        c for c in window_corrections(session, window) if wanted is None or c.topic == wanted
+    ]
+    facts = distil_facts(corrections)
+    if not facts:
+        raise OperatorError(
+            f"the window of {window.agent} holds no fact users supplied"
+            + (f" on {wanted!r}" if wanted else "")
+            + "; widen the window or choose another action"
+        )
+    resolved = _reconcile(session, parent.agent, facts)
+    return _candidate(parent, wanted, corrections, resolved)
+
+
+def _topic(decision: DecisionRecord) -> str | None:
+    """The missing-fact topic the decision targets; None (every topic) without a target."""
+    target = decision.target
+    if target is None:
+        return None
+    if target.kind is not FailureKind.MISSING_FACT:
+        raise OperatorError(
+            f"the memory operator adds missing facts; the decision targets a "
+            f"{target.kind.value} failure ({target.key}): choose the harness or tool-schema "
+            "operator"
+        )
+    return target.key
+
+
+# --- corrections in the window -----------------------------------------------------------
+
+
+def window_corrections(session: Session, window: WindowSpec) -> list[Correction]:
+    """Every fact users supplied in the window, from stored (redacted) text only."""
+    traffic = _trajectory_window(window)
+    trajectories = {t.id: t for t in window_trajectories(session, traffic)}
+    rewards = window_rewards(session, traffic)
+    return [
+        *_next_turn_corrections(session, trajectories, rewards),
+        *_feedback_corrections(trajectories, rewards),
+    ]
+
+
+def _trajectory_window(window: WindowSpec) -> TrajectoryWindow:
+    return TrajectoryWindow(
+        agent=window.agent,
+        tenants=tuple(window.tenants) if window.tenants is not None else None,
+        version_ids=(window.version_id,) if window.version_id else None,
+        since=window.since,
+        until=window.until or utcnow(),
+        last=window.last,
+    )
+
+
+def _next_turn_corrections(
+    session: Session, trajectories: dict[uuid.UUID, WindowTrajectory], rewards: Sequence[Reward]
+) -> list[Correction]:
+    """The user turn after each llm_call the gateway judged corrected: it holds the fact."""
+    judged = {
+        r.event_id
+        for r in rewards
+        if r.source is RewardSource.IMPLICIT_NEXT_TURN
+        and r.name == _IMPLICIT_CORRECTION
+        and r.event_id is not None
+        and r.numeric is not None
+        and r.numeric < 0.5
+    }
+    kinds = event_kinds(session, judged)
+    calls = {e for e in judged if kinds.get(e) == EventKind.LLM_CALL.value}
+    found: dict[uuid.UUID, Correction] = {}
+    for message in replies(session, calls):
+        text = _message_text(message.observation)
+        trajectory = trajectories.get(message.trajectory_id)
+        if message.parent_id in found or not text or trajectory is None:
+            continue  # the first reply is the correction; later ones move on
+        found[message.parent_id] = _correction(
+            text, trajectory, str(message.id), message.created_at
+        )
+    return list(found.values())
+
+
+def _message_text(observation: Observation | None) -> str | None:
+    if observation is None:
+        return None
+    return next((m.content for m in observation.messages if isinstance(m.content, str)), None)
+
+
+def _feedback_corrections(
+    trajectories: dict[uuid.UUID, WindowTrajectory], rewards: Sequence[Reward]
+) -> list[Correction]:
+    """Explicit corrections, and missing-fact feedback whose critique states the fact.
+
+    One /v1/feedback report becomes several rewards with one target and time; read
+    together, a report supplies one fact (the correction over the critique). The gateway
+    redacts critiques and corrections before storing them.
+    """
+    reports: dict[tuple, list[Reward]] = defaultdict(list)
+    for reward in rewards:
+        if reward.source is RewardSource.EXPLICIT and reward.trajectory_id in trajectories:
+            reports[(reward.trajectory_id, reward.event_id, reward.created_at)].append(reward)
+    found = []
+    for report in reports.values():
+        text = _report_fact(report)
+        if text:
+            first = report[0]
+            source = str(first.event_id) if first.event_id else f"reward:{first.id}"
+            trajectory = trajectories[first.trajectory_id]
+            found.append(_correction(text, trajectory, source, first.created_at))
+    return found
+
+
+def _report_fact(report: Sequence[Reward]) -> str | None:
+    correction = next(
+        (r.critique for r in report if r.name == _EXPLICIT_CORRECTION and r.critique), None
+    )
+    if correction:
+        return correction
+    missing = any(
+        r.value.kind == "categorical" and error_class_name(r.value.value) in MISSING_FACT_CATEGORIES
+        for r in report
+    )
+    return next((r.critique for r in report if r.critique), None) if missing else None
+
+
+def _correction(text: str, trajectory: WindowTrajectory, source: str, at: datetime) -> Correction:
+    return Correction(
+        text=text,
+        tenant=trajectory.tenant,
+        session=trajectory.session,
+        trajectory_id=trajectory.id,
+        source=source,
+        at=at,
+    )
+
+
+# --- reconciling with the registry -------------------------------------------------------
+
+
+def _reconcile(session: Session, agent: str, facts: Sequence[DistilledFact]) -> list[ResolvedFact]:
+    """Reinforce known facts, add new ones, flag contradictions; in the facts' order."""
+    existing = list_agent_memory_items(session, agent)
+    resolved: dict[int, ResolvedFact] = {}
+    fresh: list[int] = []
+    for index, fact in enumerate(facts):
+        known = _known_item(existing, fact)
+        if known is None:
+            fresh.append(index)
+        else:
+            resolved[index] = _reinforce(session, known, fact)
+    partners = {i: _conflicting_fact(facts, i, fresh) for i in fresh}
+    for index in fresh:
+        rival = _conflicting_item(existing, facts[index])
+        resolved[index] = _add(session, agent, facts[index], rival, partners[index] is not None)
+    for index, partner in partners.items():
+        if partner is not None and resolved[index].conflicts_with is None:
+            resolved[index] = _pair_conflict(session, resolved[index], resolved[partner].item)
+    return [resolved[i] for i in range(len(facts))]
+
+
+def _known_item(existing: Iterable[MemoryItem], fact: DistilledFact) -> MemoryItem | None:
+    """An item stating this fact to every tenant that supplied it (same scope first)."""
+    covering = [
+        item
+        for item in existing
+        if (item.tenant is None or item.tenant == fact.tenant)
+        and relation(item.content, fact.content) is FactRelation.SAME
+    ]
+    covering.sort(key=lambda item: item.tenant != fact.tenant)
+    return covering[0] if covering else None
+
+
+def _conflicting_item(existing: Iterable[MemoryItem], fact: DistilledFact) -> MemoryItem | None:
+    """A live item that some tenant would see beside this fact and that contradicts it."""
+    return next(
+        (
+            item
+            for item in existing
+            if item.status is not MemoryStatus.RETIRED
+            and scopes_overlap(item.tenant, fact.tenant)
+            and relation(item.content, fact.content) is FactRelation.CONFLICT
+        ),
+        None,
+    )
+
+
+def _conflicting_fact(
+    facts: Sequence[DistilledFact], index: int, fresh: Sequence[int]
+) -> int | None:
+    """Another new fact of the window that some tenant would see beside this one."""
+    fact = facts[index]
+    return next(
+        (
+            other
+            for other in fresh
+            if other != index
+            and scopes_overlap(facts[other].tenant, fact.tenant)
+            and relation(facts[other].content, fact.content) is FactRelation.CONFLICT
+        ),
+        None,
+    )
+
+
+def _reinforce(session: Session, item: MemoryItem, fact: DistilledFact) -> ResolvedFact:
+    """Merge the fact's new sources into the item; sources it already holds count once."""
+    added = [c for c in fact.corrections if c.source not in item.provenance]
+    if added:
+        sessions = len({(c.tenant, c.session) for c in added})
+        item = reinforce_memory_item(
+            session,
+            item.id,
+            [c.source for c in added],
+            reinforced_confidence(item.confidence, sessions),
+        )
+    return ResolvedFact(fact, item, FactOutcome.REINFORCED)
+
+
+def _add(
+    session: Session, agent: str, fact: DistilledFact, rival: MemoryItem | None, contested: bool
+) -> ResolvedFact:
+    conflicted = rival is not None or contested
+    item = add_memory_item(
+        session,
+        agent,
+        fact.tenant,
+        MemoryKind.FACT,
+        fact.content,
+        provenance=fact.sources,
+        confidence=fact.confidence,
+        status=MemoryStatus.CONFLICT if conflicted else MemoryStatus.ACTIVE,
+        conflicts_with=rival.id if rival else None,
+    )
+    outcome = FactOutcome.CONFLICT if conflicted else FactOutcome.ADDED
+    return ResolvedFact(fact, item, outcome, rival)
+
+
+def _pair_conflict(session: Session, resolved: ResolvedFact, partner: MemoryItem) -> ResolvedFact:
+    item = set_memory_status(
+        session, resolved.item.id, MemoryStatus.CONFLICT, conflicts_with=partner.id
+    )
+    return ResolvedFact(resolved.fact, item, FactOutcome.CONFLICT, partner)
+
+
+# --- the candidate -----------------------------------------------------------------------
+
+
+def _candidate(
+    parent: AgentVersion,
+    wanted: str | None,
+    corrections: Sequence[Correction],
+    resolved: Sequence[ResolvedFact],
+) -> Candidate:
+    """The parent's spec with every active item the window's facts resolved to.
+
+    Items resolved on an earlier run count too, so a retried activity proposes the same spec.
+    """
+    before = sorted(set(parent.spec.memory.item_ids))
+    serving = [str(r.item.id) for r in resolved if r.item.status is MemoryStatus.ACTIVE]
+    item_ids = sorted(set(before) | set(serving))
+    if item_ids == before:
+        raise OperatorError(
+            f"nothing to add to {parent.id}'s memory: "
+            + "; ".join(_change(r) for r in resolved)
+            + ". Resolve the conflicts (set one item active) or wait for new evidence"
+        )
+    memory = parent.spec.memory.model_copy(update={"item_ids": item_ids})
+    spec = parent.spec.model_copy(update={"memory": memory})
+    return Candidate(
+        spec=spec,
+        summary=_summary(resolved, wanted),
+        changes=[_change(r) for r in resolved],
+        evidence=_evidence(wanted, corrections, resolved, len(item_ids) - len(before)),
+    )
+
+
+def _scope(tenant: str | None) -> str:
+    return "all tenants" if tenant is None else f"tenant {tenant}"
+
+
+def _change(resolved: ResolvedFact) -> str:
+    item, sessions = resolved.item, resolved.fact.sessions
+    where = f"({_scope(item.tenant)}, {sessions} session{'s' if sessions != 1 else ''})"
+    if resolved.outcome is FactOutcome.ADDED:
+        return f"added fact {where}: {item.content}"
+    if resolved.outcome is FactOutcome.REINFORCED:
+        state = "" if item.status is MemoryStatus.ACTIVE else f", still {item.status.value}"
+        return f"reinforced fact {where}, confidence {item.confidence:.2f}{state}: {item.content}"
+    rival = resolved.conflicts_with
+    against = f" contradicts {rival.content!r} (item {rival.id})" if rival else ""
+    return f"conflict {where}: {item.content!r}{against}; left out for a person to resolve"
+
+
+def _summary(resolved: Sequence[ResolvedFact], wanted: str | None) -> str:
+    counts = {o: sum(r.outcome is o for r in resolved) for o in FactOutcome}
+    about = f" on {wanted!r}" if wanted else ""
+    return (
+        f"Memory{about}: {counts[FactOutcome.ADDED]} fact(s) added, "
+        f"{counts[FactOutcome.REINFORCED]} reinforced, "
+        f"{counts[FactOutcome.CONFLICT]} conflict(s) left out for review."
+    )
+
+
+def _evidence(
+    wanted: str | None,
+    corrections: Sequence[Correction],
+    resolved: Sequence[ResolvedFact],
+    new_in_snapshot: int,
+) -> dict:
+    return {
+        "target_topic": wanted,
+        "corrections": len(corrections),
+        "trajectories": len({c.trajectory_id for c in corrections}),
+        "sessions": len({(c.tenant, c.session) for c in corrections}),
+        "items_new_in_snapshot": new_in_snapshot,
+        "source_event_ids": list(dict.fromkeys(s for r in resolved for s in r.fact.sources)),
+        "facts": [_fact_evidence(r) for r in resolved],
+    }
+
+
+def _fact_evidence(resolved: ResolvedFact) -> dict:
+    item = resolved.item
+    return {
+        "item_id": str(item.id),
+        "outcome": resolved.outcome.value,
+        "content": item.content,
+        "tenant": item.tenant,
+        "status": item.status.value,
+        "confidence": item.confidence,
+        "sessions": resolved.fact.sessions,
+        "sources": resolved.fact.sources,
+        "conflicts_with": str(item.conflicts_with) if item.conflicts_with else None,
+    }
