@@ -149,6 +149,7 @@ class ReplayGateRequest(_Message):
     candidate_version: str
     action: Action
     gate: GateConfig
+    window: WindowSpec
 
 
 class LiveGateRequest(_Message):

@@ -68,6 +68,8 @@ class GateConfig(_Value):
         replay_min_cases: replayed past failures, and known successes, each needed by the
             replay gate; fewer make it marginal. Replays are expensive, so this is lower
             than `min_samples`.
+        replay_cases: recorded past failures, and known successes, the replay gate replays
+            at most (newest first).
         replay_pass_score: the replay score at or above which a trajectory counts as a
             success; it only decides which trajectories are listed as fixed or broken.
         critical_metrics: metrics that fail the gate on their own, and are named first.
@@ -85,6 +87,7 @@ class GateConfig(_Value):
     min_samples: int = Field(default=30, ge=1)
     min_tenant_samples: int = Field(default=10, ge=1)
     replay_min_cases: int = Field(default=10, ge=1)
+    replay_cases: int = Field(default=20, ge=1)  # recorded trajectories replayed per kind
     replay_pass_score: float = Field(default=0.5, gt=0.0, le=1.0)
     critical_metrics: list[str] = Field(default_factory=lambda: ["safety", "error_rate"])
     step_weights: list[float] = Field(default_factory=lambda: [0.05, 0.25, 0.5], min_length=1)

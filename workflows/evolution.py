@@ -238,6 +238,7 @@ class EvolutionWorkflow:
                     candidate_version=candidate,
                     action=self._status.action,
                     gate=begun.gate,
+                    window=begun.window,
                 ),
                 summary="replay recorded traffic and the safety suite",
                 timeout=timedelta(hours=1),

@@ -1,0 +1,52 @@
+"""The replay gate's cases: past failures and known successes from the window, nothing else."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from atdp import EventKind, OutcomeStatus, TrajectoryOutcome, utcnow
+from evolution.replay.cases import recorded_cases
+from evolution.window import WindowSpec
+from registry import add_rewards, insert_events, record_trajectory, transaction
+from tests.registry.helpers import event, reward, seed_world, trajectory
+
+
+def recorded(engine, tenant: str, *, reward_value=None, status=None, llm_call=True):
+    t = trajectory(tenant, session=f"s-{reward_value}-{status}-{utcnow().timestamp()}")
+    if status is not None:
+        t = t.model_copy(update={"outcome": TrajectoryOutcome(status=status)})
+    with transaction(engine) as session:
+        record_trajectory(session, t)
+        recorded_event = event(t, 0)
+        if not llm_call:
+            recorded_event = recorded_event.model_copy(update={"kind": EventKind.USER_MESSAGE})
+        events = [recorded_event]
+        insert_events(session, events)
+        if reward_value is not None:
+            add_rewards(session, [reward(t, reward_value)])
+    return t
+
+
+def test_failures_and_successes_are_picked_by_reward_then_outcome(engine) -> None:
+    seed_world(engine)
+    failed = recorded(engine, "acme", reward_value=0.0)
+    good = recorded(engine, "globex", reward_value=1.0)
+    errored = recorded(engine, "acme", status=OutcomeStatus.ERROR)
+    finished = recorded(engine, "acme", status=OutcomeStatus.SUCCESS)
+    recorded(engine, "acme")  # no reward, no outcome: says nothing
+    recorded(engine, "acme", reward_value=0.0, llm_call=False)  # nothing to replay
+    window = WindowSpec(agent="support-bot", since=utcnow() - timedelta(hours=1))
+    with transaction(engine) as session:
+        cases = recorded_cases(session, window)
+    by_id = {case.events[0].trajectory_id: case for case in cases}
+    assert set(by_id) == {failed.id, good.id, errored.id, finished.id}
+    assert [case.recorded_success for case in cases] == [False, False, True, True]
+    assert by_id[failed.id].context.recorded_reward == 0.0
+    assert by_id[good.id].tenant == "globex" and by_id[good.id].context.recorded_reward == 1.0
+    assert by_id[errored.id].context.recorded_reward is None
+    with transaction(engine) as session:
+        capped = recorded_cases(session, window, per_kind=1)
+    assert [case.recorded_success for case in capped] == [False, True]
+    only_globex = window.model_copy(update={"tenants": ["globex"]})
+    with transaction(engine) as session:
+        assert [c.tenant for c in recorded_cases(session, only_globex)] == ["globex"]
