@@ -1,0 +1,397 @@
+"""The harness operator: optimise instructions and demos with DSPy on the window's traffic.
+
+The window's recorded cases (past failures and known successes) become the trainset: a
+failure's target is what users corrected (its required facts), a success's target is its
+recorded answer. The metric is replay-style and deterministic (see `case_score`). Instruction
+variants are the parent's and, without a proposer LM, the parent's plus the lessons users
+taught in corrections; each is compiled with the chosen DSPy optimiser and the best program
+that beats the parent becomes the candidate harness. MIPROv2 and GEPA propose instructions
+themselves and need a proposer (reflection) LM.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sqlmodel import Session
+
+from atdp import Event, EventKind, Harness, MessageAction
+from evolution.decision import DecisionRecord
+from evolution.harness.program import harness_adapter, harness_of, harness_program
+from evolution.memory.distil import fact_text
+from evolution.memory.operator import window_corrections
+from evolution.operators import Candidate, Operator, OperatorError
+from evolution.replay import request_body
+from evolution.replay.cases import recorded_cases
+from evolution.window import WindowSpec
+from registry import AgentVersion
+
+__all__ = [
+    "METRIC",
+    "HarnessCase",
+    "HarnessConfig",
+    "LMFactory",
+    "case_score",
+    "harness_cases",
+    "harness_changes",
+    "make_harness_operator",
+    "propose_harness",
+]
+
+Optimizer = Literal["bootstrap", "random_search", "mipro", "gepa"]
+# version id -> the task LM; an activity returns a dspy.LM that calls the gateway with
+# `X-Evoplane-Traffic: evaluation` and the version pinned (see `make_harness_operator`).
+LMFactory = Callable[[str], Any]
+
+METRIC = (
+    "mean over cases: a past failure scores the share of its required facts (what users "
+    "corrected) in the answer, or, without facts, 1 when the recorded failed answer is not "
+    "repeated; a known success scores the share of its recorded answer's words reproduced"
+)
+_PASS = 1.0  # a bootstrapped demo must score fully
+_WORD = re.compile(r"\w+")
+_LESSONS = "Lessons from answers users corrected:"
+
+
+@dataclass(frozen=True)
+class HarnessCase:
+    """One recorded call to learn from: the agent's request and what a good answer holds."""
+
+    trajectory_id: str
+    messages: list[dict[str, Any]]
+    recorded_answer: str
+    succeeded: bool
+    required_facts: list[str] = field(default_factory=list)
+
+    def example(self) -> Any:
+        """The DSPy example: a failure's target is its facts, a success's its recorded answer."""
+        import dspy
+
+        answer = self.recorded_answer if self.succeeded else " ".join(self.required_facts)
+        return dspy.Example(messages=self.messages, answer=answer, case=self).with_inputs(
+            "messages"
+        )
+
+
+@dataclass(frozen=True)
+class HarnessConfig:
+    """How hard to optimise; MIPROv2 and GEPA need `proposer_lm`."""
+
+    optimizer: Optimizer = "bootstrap"
+    max_bootstrapped_demos: int = 2
+    max_labeled_demos: int = 2
+    candidate_programs: int = 4  # random search only
+    metric_calls: int = 40  # GEPA's budget
+    per_kind: int = 20  # failures and successes read from the window, each
+    proposer_lm: Any = None
+
+
+# --- the cases -----------------------------------------------------------------------------
+
+
+def harness_cases(session: Session, window: WindowSpec, *, per_kind: int = 20) -> list[HarnessCase]:
+    """The window's past failures and known successes that have a text answer to learn from."""
+    facts = _facts_by_trajectory(session, window)
+    cases = []
+    for recorded in recorded_cases(session, window, per_kind=per_kind):
+        call = _answered_call(recorded.events, last=recorded.recorded_success)
+        if call is None:
+            continue
+        trajectory_id = str(call.trajectory_id)
+        cases.append(
+            HarnessCase(
+                trajectory_id=trajectory_id,
+                messages=request_body(call)["messages"],
+                recorded_answer=call.action.content or "",
+                succeeded=recorded.recorded_success,
+                required_facts=facts.get(trajectory_id, []),
+            )
+        )
+    return cases
+
+
+def _answered_call(events: Sequence[Event], *, last: bool) -> Event | None:
+    """A success's final answer; a failure's first answer (the one users corrected)."""
+    answered = [
+        event
+        for event in events
+        if event.kind is EventKind.LLM_CALL
+        and isinstance(event.action, MessageAction)
+        and (event.action.content or "").strip()
+    ]
+    if not answered:
+        return None
+    return answered[-1] if last else answered[0]
+
+
+def _facts_by_trajectory(session: Session, window: WindowSpec) -> dict[str, list[str]]:
+    facts: dict[str, list[str]] = {}
+    for correction in window_corrections(session, window):
+        fact = fact_text(correction.text)
+        if fact:
+            facts.setdefault(str(correction.trajectory_id), []).append(fact)
+    return {key: list(dict.fromkeys(values)) for key, values in facts.items()}
+
+
+# --- the metric ----------------------------------------------------------------------------
+
+
+def case_score(case: HarnessCase, answer: str | None) -> float:
+    """How well `answer` does on `case`, in [0, 1]; see `METRIC`."""
+    answer = answer or ""
+    if not case.succeeded:
+        if case.required_facts:
+            found = sum(fact.casefold() in answer.casefold() for fact in case.required_facts)
+            return found / len(case.required_facts)
+        return float(_words(answer) != _words(case.recorded_answer))
+    wanted = set(_words(case.recorded_answer))
+    if not wanted:
+        return 1.0
+    return len(wanted & set(_words(answer))) / len(wanted)
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.casefold())
+
+
+def _metric(example: Any, prediction: Any, trace: Any = None, *_: Any) -> float | bool:
+    """DSPy's metric: the case score; while bootstrapping, whether the demo is good enough."""
+    score = case_score(example.case, getattr(prediction, "answer", None))
+    return score >= _PASS if trace is not None else score
+
+
+def _evaluate(program: Any, cases: Sequence[HarnessCase]) -> list[float]:
+    """Each case's score under `program` (a failed call scores 0: it answered nothing)."""
+    scores = []
+    for case in cases:
+        try:
+            answer = program(messages=case.messages).answer
+        except Exception:  # noqa: BLE001 - an answer that breaks the program scores nothing
+            answer = None
+        scores.append(case_score(case, answer))
+    return scores
+
+
+# --- the optimisers ------------------------------------------------------------------------
+
+
+def _instruction_variants(parent: Harness, cases: Sequence[HarnessCase]) -> list[str]:
+    """The parent's instructions and, when users taught something, those plus the lessons."""
+    lessons = list(dict.fromkeys(f for c in cases if not c.succeeded for f in c.required_facts))
+    variants = [parent.instructions]
+    if lessons:
+        lines = "\n".join(f"- {lesson}" for lesson in lessons)
+        variants.append(f"{parent.instructions}\n\n{_LESSONS}\n{lines}".strip())
+    return variants
+
+
+def _compile(program: Any, trainset: list[Any], config: HarnessConfig, task_lm: Any) -> Any:
+    """One DSPy optimiser run (the task LM and harness adapter are in the current context)."""
+    import dspy
+
+    demos = {
+        "max_bootstrapped_demos": config.max_bootstrapped_demos,
+        "max_labeled_demos": config.max_labeled_demos,
+    }
+    if config.optimizer == "bootstrap":
+        optimiser = dspy.BootstrapFewShot(metric=_metric, metric_threshold=_PASS, **demos)
+        return optimiser.compile(program, trainset=trainset)
+    if config.optimizer == "random_search":
+        optimiser = dspy.BootstrapFewShotWithRandomSearch(
+            metric=_metric,
+            metric_threshold=_PASS,
+            num_candidate_programs=config.candidate_programs,
+            num_threads=1,
+            **demos,
+        )
+        return optimiser.compile(program, trainset=trainset)
+    if config.optimizer == "mipro":
+        optimiser = dspy.MIPROv2(
+            metric=_metric,
+            prompt_model=config.proposer_lm,
+            task_model=task_lm,
+            auto="light",
+            num_threads=1,
+            **demos,
+        )
+        return optimiser.compile(program, trainset=trainset)
+    optimiser = dspy.GEPA(
+        metric=_gepa_metric,
+        reflection_lm=config.proposer_lm,
+        max_metric_calls=config.metric_calls,
+        num_threads=1,
+    )
+    return optimiser.compile(program, trainset=trainset, valset=trainset)
+
+
+def _gepa_metric(example: Any, prediction: Any, trace: Any = None, *_: Any) -> float:
+    return case_score(example.case, getattr(prediction, "answer", None))
+
+
+@dataclass(frozen=True)
+class _Trial:
+    harness: Harness
+    scores: list[float]
+
+    @property
+    def mean(self) -> float:
+        return sum(self.scores) / len(self.scores)
+
+
+def _trials(
+    parent: Harness, cases: list[HarnessCase], config: HarnessConfig, task_lm: Any
+) -> list[_Trial]:
+    """The parent first, then every compiled variant, each scored on all cases."""
+    import dspy
+
+    trainset = [case.example() for case in cases]
+    with dspy.context(lm=task_lm, adapter=harness_adapter(parent.template)):
+        trials = [_Trial(parent, _evaluate(harness_program(parent), cases))]
+        variants = (
+            [parent.instructions]
+            if config.optimizer in {"mipro", "gepa"}
+            else _instruction_variants(parent, cases)
+        )
+        for instructions in variants:
+            start = harness_program(parent.model_copy(update={"instructions": instructions}))
+            compiled = _compile(start, trainset, config, task_lm)
+            trials.append(_Trial(harness_of(compiled, parent), _evaluate(compiled, cases)))
+    return trials
+
+
+# --- the operator --------------------------------------------------------------------------
+
+
+def propose_harness(
+    session: Session,
+    parent: AgentVersion,
+    decision: DecisionRecord,
+    window: WindowSpec,
+    *,
+    lm_factory: LMFactory,
+    config: HarnessConfig | None = None,
+) -> Candidate:
+    """A candidate whose harness (instructions, demos) DSPy optimised on the window's cases.
+
+    Raises:
+        OperatorError: the window has no usable case, a proposer-led optimiser has no
+            proposer LM, or no optimised harness scores above the parent's.
+    """
+    config = config or HarnessConfig()
+    if config.optimizer in {"mipro", "gepa"} and config.proposer_lm is None:
+        raise OperatorError(
+            f"the {config.optimizer} optimiser proposes instructions with an LM; configure a "
+            "proposer LM or use optimizer='bootstrap'"
+        )
+    cases = harness_cases(session, window, per_kind=config.per_kind)
+    if not cases:
+        raise OperatorError(
+            f"the window of {window.agent} holds no failure or success with a recorded answer; "
+            "widen the window or wait for rewards"
+        )
+    trials = _trials(parent.spec.harness, cases, config, lm_factory(parent.id))
+    best = max(trials[1:], key=lambda trial: trial.mean)
+    before = trials[0]
+    if best.mean <= before.mean or best.harness == before.harness:
+        raise OperatorError(
+            f"no optimised harness beat the parent's ({before.mean:.3f}) on {len(cases)} "
+            "recorded cases; the failures may not be the harness's to fix"
+        )
+    return _candidate(parent, decision, cases, config, before, best, trials)
+
+
+def make_harness_operator(
+    lm_factory: LMFactory, *, optimizer: Optimizer = "bootstrap", **settings: Any
+) -> Operator:
+    """`propose_harness` in the shape every operator has.
+
+    Args:
+        lm_factory: version id -> task LM. The program renders the harness itself, so the
+            LM must reach the version's upstream without the gateway re-applying a harness:
+            e.g. `dspy.LM("openai/<agent>", api_base=<gateway>/v1, api_key=<tenant key>,
+            cache=False, extra_headers={"X-Evoplane-Traffic": "evaluation",
+            "X-Evoplane-Version": <a harness-less sibling of version id>})`.
+        settings: the other `HarnessConfig` fields (proposer_lm for mipro and gepa).
+    """
+    config = HarnessConfig(optimizer=optimizer, **settings)
+
+    def operator(
+        session: Session, parent: AgentVersion, decision: DecisionRecord, window: WindowSpec
+    ) -> Candidate:
+        return propose_harness(
+            session, parent, decision, window, lm_factory=lm_factory, config=config
+        )
+
+    return operator
+
+
+# --- the evidence --------------------------------------------------------------------------
+
+
+def _candidate(
+    parent: AgentVersion,
+    decision: DecisionRecord,
+    cases: list[HarnessCase],
+    config: HarnessConfig,
+    before: _Trial,
+    best: _Trial,
+    trials: list[_Trial],
+) -> Candidate:
+    spec = parent.spec.model_copy(update={"harness": best.harness})
+    target = decision.target
+    aim = f" for {target.kind.value} failures ({target.key})" if target else ""
+    summary = (
+        f"harness optimised with {config.optimizer}{aim}: "
+        f"metric {before.mean:.3f} -> {best.mean:.3f} on {len(cases)} recorded cases"
+    )
+    failures = [i for i, case in enumerate(cases) if not case.succeeded]
+    successes = [i for i, case in enumerate(cases) if case.succeeded]
+    evidence = {
+        "optimizer": config.optimizer,
+        "metric": METRIC,
+        "before": round(before.mean, 4),
+        "after": round(best.mean, 4),
+        "failures": _split_mean(before, best, failures),
+        "successes": _split_mean(before, best, successes),
+        "trials": [round(trial.mean, 4) for trial in trials],
+        "trajectory_ids": [case.trajectory_id for case in cases],
+    }
+    changes = harness_changes(parent.spec.harness, best.harness)
+    return Candidate(spec=spec, summary=summary, changes=changes, evidence=evidence)
+
+
+def _split_mean(before: _Trial, after: _Trial, indices: list[int]) -> dict[str, Any]:
+    if not indices:
+        return {"cases": 0}
+
+    def mean(trial: _Trial) -> float:
+        return round(sum(trial.scores[i] for i in indices) / len(indices), 4)
+
+    return {"cases": len(indices), "before": mean(before), "after": mean(after)}
+
+
+def harness_changes(old: Harness, new: Harness) -> list[str]:
+    """What changed, readable: a unified diff of the instructions, demos added and removed."""
+    changes = []
+    if old.instructions != new.instructions:
+        diff = difflib.unified_diff(
+            old.instructions.splitlines(),
+            new.instructions.splitlines(),
+            "instructions (parent)",
+            "instructions (candidate)",
+            lineterm="",
+        )
+        changes.append("\n".join(diff))
+    changes += [f"added demo: {_demo_text(d)}" for d in new.demos if d not in old.demos]
+    changes += [f"removed demo: {_demo_text(d)}" for d in old.demos if d not in new.demos]
+    return changes
+
+
+def _demo_text(demo: Any) -> str:
+    parts = [f"{m.role}: {m.content}" for m in demo.messages if isinstance(m.content, str)]
+    text = " | ".join(parts)
+    return text if len(text) <= 160 else f"{text[:157]}..."
