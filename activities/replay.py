@@ -23,7 +23,14 @@ from temporalio import activity
 from activities.models import ReplayGateRequest
 from evolution.gates import GateConfig, GateResult, Verdict, judge_replay
 from evolution.memory import MemoryIndex
-from evolution.replay import RecordedOutcome, Serve, ToolCallsValid, WindowReplay, replay_window
+from evolution.replay import (
+    RecordedOutcome,
+    RequiredFacts,
+    Serve,
+    ToolCallsValid,
+    WindowReplay,
+    replay_window,
+)
 from evolution.replay.cases import recorded_cases
 from evolution.safety import SafetyCase, default_safety_suite, run_safety_suite
 from evolution.settings import EvolutionSettings
@@ -118,7 +125,7 @@ class ReplayGate:
                 items,
                 self._serve(baseline, tenant),
                 self._serve(candidate, tenant),
-                [RecordedOutcome(), ToolCallsValid()],
+                [RecordedOutcome(), ToolCallsValid(), RequiredFacts()],
                 progress=lambda done, total: activity.heartbeat(progress),
             )
             pairs += replayed.cases

@@ -3,13 +3,19 @@
 A candidate must fix some of what failed and break nothing that worked, so the gate
 replays both kinds from the decision's window. A trajectory counts as a failure or a
 success by its effective reward (the one place rewards are combined), else by its
-recorded outcome; trajectories with neither say nothing and are left out.
+recorded outcome; trajectories with neither say nothing and are left out. Facts users
+supplied in corrections become the trajectory's required facts: a good replayed answer
+states them.
 """
 
 from __future__ import annotations
 
+import uuid
+
 from sqlmodel import Session
 
+from evolution.memory.distil import fact_text
+from evolution.memory.operator import window_corrections
 from evolution.replay import RecordedTrajectory
 from evolution.replay.scorers import ScoringContext
 from evolution.window import WindowSpec
@@ -37,6 +43,7 @@ def recorded_cases(
         until=window.until,
         last=window.last,
     )
+    facts = _corrected_facts(session, window)
     picked: dict[bool, list[RecordedTrajectory]] = {True: [], False: []}
     for row in window_trajectories(session, selection):
         succeeded, reward = _verdict(session, row)
@@ -45,11 +52,25 @@ def recorded_cases(
         events = get_events(session, ALL_TENANTS, row.id)
         if not any(event.kind == "llm_call" for event in events):
             continue
-        context = ScoringContext(recorded_reward=reward, recorded_success=succeeded)
+        context = ScoringContext(
+            recorded_reward=reward,
+            recorded_success=succeeded,
+            required_facts=facts.get(row.id, []),
+        )
         picked[succeeded].append(RecordedTrajectory(events, succeeded, row.tenant, context))
         if all(len(found) >= per_kind for found in picked.values()):
             break
     return picked[False] + picked[True]
+
+
+def _corrected_facts(session: Session, window: WindowSpec) -> dict[uuid.UUID, list[str]]:
+    """The facts users supplied in each trajectory: a replayed answer should now state them."""
+    facts: dict[uuid.UUID, list[str]] = {}
+    for correction in window_corrections(session, window):
+        fact = fact_text(correction.text)
+        if fact and fact not in facts.setdefault(correction.trajectory_id, []):
+            facts[correction.trajectory_id].append(fact)
+    return facts
 
 
 def _verdict(session: Session, row) -> tuple[bool | None, float | None]:

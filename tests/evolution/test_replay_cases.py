@@ -8,6 +8,8 @@ from atdp import EventKind, OutcomeStatus, TrajectoryOutcome, utcnow
 from evolution.replay.cases import recorded_cases
 from evolution.window import WindowSpec
 from registry import add_rewards, insert_events, record_trajectory, transaction
+from tests.evolution.test_memory_operator import Traffic
+from tests.evolution.window_helpers import world
 from tests.registry.helpers import event, reward, seed_world, trajectory
 
 
@@ -50,3 +52,18 @@ def test_failures_and_successes_are_picked_by_reward_then_outcome(engine) -> Non
     only_globex = window.model_copy(update={"tenants": ["globex"]})
     with transaction(engine) as session:
         assert [c.tenant for c in recorded_cases(session, only_globex)] == ["globex"]
+
+
+def test_facts_users_supplied_become_required_facts(engine) -> None:
+    world(engine)
+    traffic = Traffic(engine)
+    traffic.next_turn("acme", "No, the refund window is 30 days, not 14.")
+    window = traffic.store()
+    with transaction(engine) as session:
+        corrected = [
+            case for case in recorded_cases(session, window) if case.context.required_facts
+        ]
+    assert [case.context.required_facts for case in corrected] == [
+        ["The refund window is 30 days, not 14."]
+    ]
+    assert corrected[0].recorded_success is False  # a correction is a failed answer
