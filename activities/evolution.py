@@ -49,14 +49,18 @@ from registry import (
     NotFoundError,
     alias_history,
     append_stage,
+    create_api_key,
     current_aliases,
     finish_evolution,
     get_agent,
     get_version,
+    list_tenants,
     previous_stable,
     register_version,
+    revoke_api_key,
     set_alias,
     start_evolution,
+    tenant_agents,
     transaction,
     update_evolution,
 )
@@ -79,8 +83,16 @@ class EvolutionActivities:
         replay: the replay gate (it calls upstreams, so it owns HTTP clients).
     """
 
-    def __init__(self, engine: Engine, tracker: Any | None, replay: ReplayGate) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        tracker: Any | None,
+        replay: ReplayGate,
+        *,
+        gateway_url: str | None = None,
+    ) -> None:
         self.engine, self.tracker, self.replay = engine, tracker, replay
+        self.gateway_url = gateway_url  # the harness operator's LM calls go through it
 
     def _track(self, method: str, *args: Any, **kwargs: Any) -> Any:
         if self.tracker is None:
@@ -185,7 +197,15 @@ class EvolutionActivities:
                 spec=request.candidate,
                 summary=f"a candidate supplied with the evolution ({request.decision.action})",
             )
+        if request.decision.action is Action.HARNESS and self.gateway_url:
+            return self._build_harness(request)
         operator = OPERATORS.get(request.decision.action)
+        if request.decision.action is Action.HARNESS:
+            raise _fatal(
+                "OperatorNotAvailable",
+                "the harness operator needs the gateway for its evaluation calls: set "
+                "EVOPLANE_GATEWAY_URL (or run the embedded gateway) for this worker",
+            )
         if operator is None:
             raise _fatal(
                 "OperatorNotAvailable",
@@ -199,6 +219,32 @@ class EvolutionActivities:
                 return operator(session, parent, request.decision, request.window)
             except OperatorError as error:
                 raise _fatal("NothingToPropose", str(error)) from None
+
+    def _build_harness(self, request: CandidateRequest) -> Candidate:
+        """The harness operator, its DSPy calls served by the gateway as evaluation traffic.
+
+        They authenticate with a key made for this run and revoked after it, as a tenant
+        the decision's evidence comes from, so memory and tool schemas apply as they would
+        for that tenant; the version's own harness is left out (the program brings one).
+        """
+        from evolution.harness import make_harness_operator
+
+        with transaction(self.engine) as session:
+            tenant = _evaluation_tenant(session, request)
+            issued = create_api_key(session, tenant, agents=[request.agent])
+        try:
+            operator = make_harness_operator(
+                _gateway_lm(self.gateway_url, request.agent, issued.key)
+            )
+            with transaction(self.engine) as session:
+                parent = get_version(session, request.parent_version)
+                try:
+                    return operator(session, parent, request.decision, request.window)
+                except OperatorError as error:
+                    raise _fatal("NothingToPropose", str(error)) from None
+        finally:
+            with transaction(self.engine) as session:
+                revoke_api_key(session, issued.id)
 
     @activity.defn
     def register_candidate(self, request: RegisterRequest) -> str:
@@ -401,6 +447,39 @@ class EvolutionActivities:
             finish_evolution(session, request.evolution_id, request.outcome.value)
         if request.mlflow_run_id:
             self._track("finish", request.mlflow_run_id, request.outcome.value)
+
+
+def _evaluation_tenant(session: Any, request: CandidateRequest) -> str:
+    """A tenant whose traffic the decision rests on (and that may use the agent)."""
+    target = request.decision.target
+    preferred = [*(target.tenants if target else []), *(request.window.tenants or [])]
+    granted = [
+        t.name for t in list_tenants(session) if request.agent in tenant_agents(session, t.name)
+    ]
+    for tenant in [*preferred, *granted]:
+        if tenant in granted:
+            return tenant
+    raise _fatal("NoTenant", f"no tenant may use agent {request.agent}")
+
+
+def _gateway_lm(gateway_url: str, agent: str, key: str):
+    """An LM factory for DSPy: the agent through the gateway, pinned, as evaluation traffic."""
+    import dspy
+
+    def factory(version_id: str):
+        return dspy.LM(
+            f"openai/{agent}",
+            api_base=gateway_url,
+            api_key=key,
+            cache=False,
+            extra_headers={
+                "X-Evoplane-Traffic": "evaluation",
+                "X-Evoplane-Version": version_id,
+                "X-Evoplane-Harness": "off",
+            },
+        )
+
+    return factory
 
 
 # Operators by action (evolution.operators.Operator): each proposes a new spec from the

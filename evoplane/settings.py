@@ -62,6 +62,11 @@ class Settings(BaseSettings):
         default=None, description="Bearer key for OpenAI-compatible upstreams that need one."
     )
     api_port: int = Field(default=8401, ge=1, le=65535)
+    gateway_url: str | None = Field(
+        default=None,
+        description="The gateway's /v1 URL workers call for evaluation traffic; default the "
+        "embedded gateway (behind a load balancer in production).",
+    )
     admin_token: SecretStr | None = None
     seal_key: SecretStr | None = Field(
         default=None,
@@ -93,6 +98,10 @@ class Settings(BaseSettings):
     @property
     def temporal_ui_url(self) -> str:
         return f"http://{self.host}:{self.temporal_ui_port}"
+
+    @property
+    def gateway_api(self) -> str:
+        return self.gateway_url or f"http://{self.host}:{self.gateway_port}/v1"
 
     @property
     def tracking_uri(self) -> str:

@@ -98,7 +98,12 @@ async def run_workers(settings: Settings, *, gpu: bool, tracking: bool = True) -
             settings.upstream_api_key.get_secret_value() if settings.upstream_api_key else None
         ),
     )
-    activities = EvolutionActivities(engine, _tracker(settings) if tracking else None, replay)
+    activities = EvolutionActivities(
+        engine,
+        _tracker(settings) if tracking else None,
+        replay,
+        gateway_url=settings.gateway_api,
+    )
     client = await connect(settings)
     with ThreadPoolExecutor(max_workers=8) as executor:
         workers = workers_for(client, activities, executor, gpu=gpu)

@@ -139,21 +139,40 @@ async def chat_completions(request: Request):
         raise GatewayError(
             400, str(error), param="X-Evoplane-Training", code="invalid_header"
         ) from None
-    traffic, pin = _evaluation(request)
+    traffic, pin, harness = _evaluation(request)
     session = _session_id(request, parsed)
     if parsed.stream:
         return await _stream(
-            gateway, identity.tenant, agent, session, body, opt_out, traffic=traffic, pin=pin
+            gateway,
+            identity.tenant,
+            agent,
+            session,
+            body,
+            opt_out,
+            traffic=traffic,
+            pin=pin,
+            harness=harness,
         )
     response, served = await gateway.serve(
-        identity, agent, session, body, training_opt_out=opt_out, traffic=traffic, pin=pin
+        identity,
+        agent,
+        session,
+        body,
+        training_opt_out=opt_out,
+        traffic=traffic,
+        pin=pin,
+        harness=harness,
     )
     return JSONResponse(response, headers=_headers(served))
 
 
-def _evaluation(request: Request) -> tuple[Traffic, str | None]:
+def _evaluation(request: Request) -> tuple[Traffic, str | None, bool]:
     """`X-Evoplane-Traffic: evaluation` marks replay and optimiser calls (never training
-    data, never user traffic); only such calls may pin a version with `X-Evoplane-Version`."""
+    data, never user traffic); only such calls may pin a version with `X-Evoplane-Version`,
+    or leave out its harness with `X-Evoplane-Harness: off` (a harness optimiser brings its
+    own instructions and demos).
+
+    Returns (traffic, pinned version, whether to apply the version's harness)."""
     value = (request.headers.get("x-evoplane-traffic") or "user").strip().lower()
     if value not in {"user", "evaluation"}:
         raise GatewayError(
@@ -164,15 +183,27 @@ def _evaluation(request: Request) -> tuple[Traffic, str | None]:
         )
     traffic = Traffic(value)
     pin = request.headers.get("x-evoplane-version")
-    if pin and traffic is not Traffic.EVALUATION:
+    harness = (request.headers.get("x-evoplane-harness") or "on").strip().lower()
+    if harness not in {"on", "off"}:
         raise GatewayError(
             400,
-            "X-Evoplane-Version pins a version for evaluation traffic only; "
-            "also send `X-Evoplane-Traffic: evaluation`.",
-            param="X-Evoplane-Version",
+            f"X-Evoplane-Harness must be 'on' or 'off', not {harness!r}.",
+            param="X-Evoplane-Harness",
             code="invalid_header",
         )
-    return traffic, pin or None
+    for header, given in (
+        ("X-Evoplane-Version", bool(pin)),
+        ("X-Evoplane-Harness", harness == "off"),
+    ):
+        if given and traffic is not Traffic.EVALUATION:
+            raise GatewayError(
+                400,
+                f"{header} is for evaluation traffic only; "
+                "also send `X-Evoplane-Traffic: evaluation`.",
+                param=header,
+                code="invalid_header",
+            )
+    return traffic, pin or None, harness == "on"
 
 
 async def _stream(
@@ -185,8 +216,9 @@ async def _stream(
     *,
     traffic: Traffic,
     pin: str | None,
+    harness: bool,
 ):
-    route, overlaid = await gateway.prepare(tenant, agent, session, body, pin=pin)
+    route, overlaid = await gateway.prepare(tenant, agent, session, body, pin=pin, harness=harness)
     engine = gateway.engine_for(route.version, route.base_url)
     started = time.perf_counter()
     chunks = engine.stream(

@@ -18,6 +18,7 @@ from typing import Any
 from atdp import (
     Event,
     Governance,
+    Harness,
     OutcomeStatus,
     RedactionStatus,
     Traffic,
@@ -319,16 +320,27 @@ class Gateway:
     # --- the pipeline -------------------------------------------------------------------
 
     async def prepare(
-        self, tenant: str, agent: str, session: str, body: dict, *, pin: str | None = None
+        self,
+        tenant: str,
+        agent: str,
+        session: str,
+        body: dict,
+        *,
+        pin: str | None = None,
+        harness: bool = True,
     ) -> tuple[Route, Overlaid]:
-        """The route (or the pinned version) and the request with its overlays applied."""
+        """The route (or the pinned version) and the request with its overlays applied
+        (all but the harness when `harness` is False: an optimiser brings its own)."""
         route = (
             await self.pinned(agent, pin)
             if pin is not None
             else await self.router.route(tenant, agent, session)
         )
         memory = await self.catalog.memory_index(route.version, tenant)
-        return route, apply_overlays(body, route.version.spec, memory)
+        spec = route.version.spec
+        if not harness:
+            spec = spec.model_copy(update={"harness": Harness()})
+        return route, apply_overlays(body, spec, memory)
 
     async def pinned(self, agent: str, version_id: str) -> Route:
         """An evaluation request's own choice of version (replay, optimisers): no shadow."""
@@ -355,6 +367,7 @@ class Gateway:
         training_opt_out: bool,
         traffic: Traffic = Traffic.USER,
         pin: str | None = None,
+        harness: bool = True,
     ) -> tuple[dict[str, Any], Served]:
         """A non-streaming completion, captured.
 
@@ -362,7 +375,9 @@ class Gateway:
         and redacted while the upstream works, so only the answer's part adds latency.
         Evaluation traffic (replays, optimisers) may pin a version and is never shadowed.
         """
-        route, overlaid = await self.prepare(identity.tenant, agent, session, body, pin=pin)
+        route, overlaid = await self.prepare(
+            identity.tenant, agent, session, body, pin=pin, harness=harness
+        )
         engine = self.engine_for(route.version, route.base_url)
         started = time.perf_counter()
         sent = asyncio.Event()

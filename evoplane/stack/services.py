@@ -181,6 +181,7 @@ def _control_env(settings: Settings) -> dict[str, str]:
         "EVOPLANE_TEMPORAL_UI_PORT": str(settings.temporal_ui_port),
         "EVOPLANE_MLFLOW_URI": settings.tracking_uri,
         "EVOPLANE_API_PORT": str(settings.api_port),
+        "EVOPLANE_GATEWAY_URL": settings.gateway_api,
     }
 
 

@@ -168,3 +168,19 @@ def test_evaluation_calls_pin_a_version_and_never_become_user_or_training_data(
     assert unknown.status_code == 404 and unknown.body["code"] == "version_not_found"
     odd = refused({"X-Evoplane-Traffic": "synthetic"})
     assert odd.status_code == 400 and odd.body["param"] == "X-Evoplane-Traffic"
+    bare = refused({"X-Evoplane-Harness": "off"})  # users always get the version's harness
+    assert bare.status_code == 400 and bare.body["param"] == "X-Evoplane-Harness"
+
+    # An optimiser brings its own harness: the stable's instructions are left out.
+    sdk.chat.completions.create(
+        model="support-bot",
+        messages=[{"role": "user", "content": "plain"}],
+        extra_headers={**evaluation, "X-Evoplane-Harness": "off"},
+    )
+    assert upstream.requests[-1]["messages"] == [{"role": "user", "content": "plain"}]
+    sdk.chat.completions.create(
+        model="support-bot",
+        messages=[{"role": "user", "content": "with harness"}],
+        extra_headers=evaluation,
+    )
+    assert upstream.requests[-1]["messages"][0]["role"] == "system"

@@ -186,7 +186,8 @@ async def test_a_rejection_ends_the_evolution_without_touching_stable(
 
 
 async def test_without_an_operator_the_evolution_fails_clearly(world: World, workers) -> None:
-    handle = await start(world, options())  # forced harness, no candidate, no operator yet
+    forced = options().model_copy(update={"force": Action.WEIGHTS})  # no weights operator yet
+    handle = await start(world, forced)
     status = await handle.result()
     assert status.outcome is Outcome.FAILED
     assert "OperatorNotAvailable" in status.reason and "--candidate" in status.reason
