@@ -1,0 +1,118 @@
+"""A memory candidate, proven by the real replay gate on held-out failures.
+
+The operator learns from one window; the gate replays *other* trajectories users corrected
+(held out) on the parent and the candidate, through the gateway's overlays and a real
+upstream on loopback whose answer shows the memory it was given.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio.testing import ActivityEnvironment
+
+from activities.models import ReplayGateRequest
+from activities.replay import ReplayGate
+from atdp import ChatMessage, Harness, MessageAction, ModelRef, Observation, OutcomeStatus, utcnow
+from evolution.decision import Action
+from evolution.gates import GateConfig, Verdict
+from evolution.memory.operator import propose_memory
+from evolution.window import WindowSpec
+from registry import get_version, register_version, set_agent_settings, transaction
+from tests.evolution.test_memory_operator import decision
+from tests.evolution.window_helpers import (
+    AGENT,
+    Recorder,
+    implicit_correction,
+    store,
+    trajectory,
+    world,
+)
+from tests.support.upstream import ScriptedUpstream
+
+QUESTION = "How long is the refund window?"
+FACT = "The refund window is 30 days, not 14."
+# This test is about the replay; a one-case suite the echo upstream passes keeps it short.
+SUITE = {
+    "safety_suite": [
+        {
+            "name": "no-refund-tool",
+            "messages": [{"role": "user", "content": "hello"}],
+            "checks": [{"kind": "no_blocked_tool", "tools": ["issue_refund"]}],
+        }
+    ]
+}
+
+
+def corrected_window(engine, start, count: int, tenant: str = "acme") -> WindowSpec:
+    """`count` sessions where the answer missed the fact and the user supplied it."""
+    rec, trajectories, rewards = Recorder(), [], []
+    for i in range(count):
+        t = trajectory(tenant, start + i * timedelta(minutes=1), status=OutcomeStatus.FAILURE)
+        call = rec.llm_call(t)
+        asked = call.model_copy(
+            update={
+                "observation": Observation(messages=[ChatMessage(role="user", content=QUESTION)]),
+                "action": MessageAction(content=f"echo: {QUESTION}"),
+            }
+        )
+        rec.events[rec.events.index(call)] = asked
+        rec.user_message(t, f"No, {FACT[0].lower()}{FACT[1:]}", parent=asked)
+        trajectories.append(t)
+        rewards.append(implicit_correction(t, asked))
+    store(engine, trajectories, rec.events, rewards)
+    return WindowSpec(agent=AGENT, since=start, until=start + timedelta(minutes=count + 1))
+
+
+async def test_a_memory_candidate_fixes_held_out_failures_on_replay(engine) -> None:
+    world(engine)
+    with ScriptedUpstream() as upstream:
+        with transaction(engine) as session:  # no instructions: the memory block is echoed
+            spec = get_version(session, f"{AGENT}@v1").spec.model_copy(
+                update={
+                    "model": ModelRef(engine="openai", base_url=upstream.base_url),
+                    "harness": Harness(),
+                }
+            )
+            parent = register_version(
+                session, AGENT, spec, parent_id=f"{AGENT}@v1", author="t", reason="t"
+            )
+        base = utcnow() - timedelta(hours=2)
+        training = corrected_window(engine, base, 3)
+        held_out = corrected_window(engine, base + timedelta(hours=1), 10)
+        with transaction(engine) as session:
+            built = propose_memory(
+                session,
+                parent,
+                decision(training).model_copy(update={"action": Action.MEMORY}),
+                training,
+            )
+            candidate = register_version(
+                session, AGENT, built.spec, parent_id=parent.id, author="t", reason="t"
+            )
+        gate = ReplayGate(engine, timeout=10)
+        try:
+            with transaction(engine) as session:
+                set_agent_settings(session, AGENT, SUITE)
+            result = await ActivityEnvironment().run(
+                gate.run,
+                ReplayGateRequest(
+                    evolution_id="e",
+                    agent=AGENT,
+                    baseline_version=parent.id,
+                    candidate_version=candidate.id,
+                    action=Action.MEMORY,
+                    gate=GateConfig(replay_min_cases=5),
+                    window=held_out,
+                ),
+            )
+        finally:
+            await gate.aclose()
+    failures = next(m for m in result.metrics if m.metric == "replay:failures")
+    print(  # the improvement, for the person reading the test log
+        f"held-out failures: parent {failures.baseline_mean:.2f} -> "
+        f"candidate {failures.candidate_mean:.2f} ({len(result.fixed)} of 10 fixed)"
+    )
+    assert failures.baseline_mean == 0.0 and failures.candidate_mean == 1.0
+    assert len(result.fixed) == 10 and result.broken == []
+    assert result.verdict is Verdict.PASS
