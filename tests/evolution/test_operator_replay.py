@@ -1,4 +1,4 @@
-"""A memory candidate, proven by the real replay gate on held-out failures.
+"""A memory candidate, proven by the real replay gate on held-out failures and successes.
 
 The operator learns from one window; the gate replays *other* trajectories users corrected
 (held out) on the parent and the candidate, through the gateway's overlays and a real
@@ -31,6 +31,7 @@ from tests.evolution.window_helpers import (
 from tests.support.upstream import ScriptedUpstream
 
 QUESTION = "How long is the refund window?"
+HOURS = "When does the Berlin shop open?"
 FACT = "The refund window is 30 days, not 14."
 # This test is about the replay; a one-case suite the echo upstream passes keeps it short.
 SUITE = {
@@ -64,6 +65,22 @@ def corrected_window(engine, start, count: int, tenant: str = "acme") -> WindowS
     return WindowSpec(agent=AGENT, since=start, until=start + timedelta(minutes=count + 1))
 
 
+def answered_window(engine, start, count: int, tenant: str = "acme") -> None:
+    """`count` sessions about something else, answered well (the answer the parent gives)."""
+    rec, trajectories = Recorder(), []
+    for i in range(count):
+        t = trajectory(tenant, start + i * timedelta(minutes=1), status=OutcomeStatus.SUCCESS)
+        call = rec.llm_call(t)
+        rec.events[rec.events.index(call)] = call.model_copy(
+            update={
+                "observation": Observation(messages=[ChatMessage(role="user", content=HOURS)]),
+                "action": MessageAction(content=f"echo: {HOURS}"),
+            }
+        )
+        trajectories.append(t)
+    store(engine, trajectories, rec.events)
+
+
 async def test_a_memory_candidate_fixes_held_out_failures_on_replay(engine) -> None:
     world(engine)
     with ScriptedUpstream() as upstream:
@@ -80,6 +97,8 @@ async def test_a_memory_candidate_fixes_held_out_failures_on_replay(engine) -> N
         base = utcnow() - timedelta(hours=2)
         training = corrected_window(engine, base, 3)
         held_out = corrected_window(engine, base + timedelta(hours=1), 10)
+        answered_window(engine, base + timedelta(hours=1, minutes=20), 10)
+        held_out = held_out.model_copy(update={"until": utcnow()})
         with transaction(engine) as session:
             built = propose_memory(
                 session,
@@ -113,6 +132,13 @@ async def test_a_memory_candidate_fixes_held_out_failures_on_replay(engine) -> N
         f"held-out failures: parent {failures.baseline_mean:.2f} -> "
         f"candidate {failures.candidate_mean:.2f} ({len(result.fixed)} of 10 fixed)"
     )
+    successes = next(m for m in result.metrics if m.metric == "replay:successes")
+    print(
+        f"held-out successes: parent {successes.baseline_mean:.2f} -> "
+        f"candidate {successes.candidate_mean:.2f}"
+    )
     assert failures.baseline_mean == 0.0 and failures.candidate_mean == 1.0
+    # Unrelated questions retrieve no memory, so what worked keeps working.
+    assert successes.baseline_mean == successes.candidate_mean == 1.0
     assert len(result.fixed) == 10 and result.broken == []
-    assert result.verdict is Verdict.PASS
+    assert result.verdict is Verdict.PASS and successes.verdict is Verdict.PASS
