@@ -80,12 +80,26 @@ def harness_adapter(template: str | None = None) -> dspy.Adapter:
     """A DSPy adapter that speaks the gateway's harness format instead of DSPy's own."""
     dspy = _dspy()
 
+    chat = dspy.ChatAdapter()
+
+    def is_harness(signature) -> bool:  # noqa: ANN001 - a DSPy signature
+        return set(signature.input_fields) == {"messages"} and set(signature.output_fields) == {
+            "answer"
+        }
+
     class HarnessAdapter(dspy.Adapter):
+        """The harness program's calls in the gateway's layout; any other signature (an
+        optimiser's own proposer modules) in DSPy's chat format."""
+
         def format(self, signature, demos, inputs):  # noqa: ANN001, ANN202 - DSPy's hook
+            if not is_harness(signature):
+                return chat.format(signature, demos, inputs)
             messages = inputs["messages"]
             return render_request(signature.instructions, list(demos), messages, template)
 
         def parse(self, signature, completion):  # noqa: ANN001, ANN202 - DSPy's hook
+            if not is_harness(signature):
+                return chat.parse(signature, completion)
             return {"answer": completion}
 
     return HarnessAdapter()

@@ -250,3 +250,28 @@ def test_gepa_rewrites_instructions_with_a_reflection_lm(registry, upstream) -> 
     assert candidate.spec.harness.instructions == rewritten
     assert candidate.evidence["after"] > candidate.evidence["before"]
     assert any(f"+{FACT}" in change for change in candidate.changes)
+
+
+def test_mipro_proposes_instructions_with_a_proposer_lm(registry, upstream) -> None:
+    """MIPROv2 (with optuna) proposes through DSPy's DummyLM; tasks still hit the upstream."""
+    from dspy.utils.dummies import DummyLM
+
+    world(registry)
+    window = recorded_window(registry)
+    parent = stable(registry)
+    rewritten = f"Be helpful.\n{FACT}"
+    proposal = {
+        "proposed_instruction": rewritten,
+        "summary": "customers ask about refunds and opening hours",
+        "observations": "refund questions were corrected by users",
+        "program_description": "answers support questions",
+        "module_description": "answers the customer's last message",
+    }
+    operator = make_harness_operator(
+        lm_factory(upstream), optimizer="mipro", proposer_lm=DummyLM([proposal] * 200)
+    )
+    with transaction(registry) as session:
+        candidate = operator(session, parent, decision(window), window)
+    print(f"\nmipro: metric {candidate.evidence['before']} -> {candidate.evidence['after']}")
+    assert candidate.spec.harness.instructions == rewritten
+    assert candidate.evidence["after"] > candidate.evidence["before"]
