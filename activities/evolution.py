@@ -213,6 +213,10 @@ class EvolutionActivities:
                 "build; to evaluate a change now, pass your own candidate spec "
                 "(`evoplane evolve --candidate spec.json`)",
             )
+        return self._run_operator(operator, request)
+
+    def _run_operator(self, operator: Operator, request: CandidateRequest) -> Candidate:
+        """One operator run on the parent; nothing to propose is not worth a retry."""
         with transaction(self.engine) as session:
             parent = get_version(session, request.parent_version)
             try:
@@ -233,15 +237,8 @@ class EvolutionActivities:
             tenant = _evaluation_tenant(session, request)
             issued = create_api_key(session, tenant, agents=[request.agent])
         try:
-            operator = make_harness_operator(
-                _gateway_lm(self.gateway_url, request.agent, issued.key)
-            )
-            with transaction(self.engine) as session:
-                parent = get_version(session, request.parent_version)
-                try:
-                    return operator(session, parent, request.decision, request.window)
-                except OperatorError as error:
-                    raise _fatal("NothingToPropose", str(error)) from None
+            lm = _gateway_lm(self.gateway_url, request.agent, issued.key)
+            return self._run_operator(make_harness_operator(lm), request)
         finally:
             with transaction(self.engine) as session:
                 revoke_api_key(session, issued.id)

@@ -77,14 +77,18 @@ class ReplayGate:
         with transaction(self.engine) as session:
             baseline = get_version(session, request.baseline_version)
             candidate = get_version(session, request.candidate_version)
-        safety = await self._safety(request.agent, candidate)
+        safety, answers = await self._safety(request.agent, candidate)
         if safety.verdict is Verdict.FAIL:
             return safety.model_copy(update={"gate": "replay"})
-        replay = await self._trajectories(request, baseline, candidate, safety)
+        replay = await self._trajectories(request, baseline, candidate, answers)
         return _combined(safety, replay, request.gate)
 
-    async def _safety(self, agent: str, candidate: AgentVersion) -> GateResult:
-        """The agent's safety suite answered by the candidate, resumable case by case."""
+    async def _safety(
+        self, agent: str, candidate: AgentVersion
+    ) -> tuple[GateResult, list[dict[str, Any]]]:
+        """The agent's safety suite answered by the candidate, resumable case by case.
+
+        Returns the result and the answers (the heartbeat's details for the whole gate)."""
         cases = self._suite(agent)
         details = activity.info().heartbeat_details
         answers: list[dict[str, Any]] = list(details[0]) if details else []
@@ -98,23 +102,27 @@ class ReplayGate:
             answers.append(await _heartbeating(serve(body), answers))
             activity.heartbeat(answers)
         replies = iter(answers)
-        return run_safety_suite(
+        result = run_safety_suite(
             cases,
             lambda messages, tools: next(replies),
             pii_detector=lambda text: sorted(self._redactor.redact_text(text).labels),
         )
+        return result, answers
 
     async def _trajectories(
         self,
         request: ReplayGateRequest,
         baseline: AgentVersion,
         candidate: AgentVersion,
-        safety: GateResult,
+        answers: list[dict[str, Any]],
     ) -> tuple[WindowReplay, int]:
-        """Past failures and known successes of the window, replayed on both versions."""
+        """Past failures and known successes of the window, replayed on both versions.
+
+        Heartbeats carry the safety answers, so a retry resumes after the suite (the
+        trajectories are replayed again: their pairs are not worth storing in a heartbeat).
+        """
         with transaction(self.engine) as session:
             recorded = recorded_cases(session, request.window, per_kind=request.gate.replay_cases)
-        progress = safety.model_dump(mode="json")  # keeps the heartbeat meaningful
         pairs: list = []
         skipped: dict[str, str] = {}
         by_tenant: dict[str, list] = {}
@@ -126,7 +134,7 @@ class ReplayGate:
                 self._serve(baseline, tenant),
                 self._serve(candidate, tenant),
                 [RecordedOutcome(), ToolCallsValid(), RequiredFacts()],
-                progress=lambda done, total: activity.heartbeat(progress),
+                progress=lambda done, total: activity.heartbeat(answers),
             )
             pairs += replayed.cases
             skipped.update(replayed.skipped)

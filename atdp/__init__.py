@@ -21,6 +21,7 @@ from atdp.event import (
     ToolSpec,
     Traffic,
     UserAction,
+    rename_arguments,
 )
 from atdp.governance import (
     Consent,
@@ -97,5 +98,6 @@ __all__ = [
     "VersionRefs",
     "VersionSpec",
     "new_id",
+    "rename_arguments",
     "utcnow",
 ]

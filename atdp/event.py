@@ -5,6 +5,7 @@ Rewards (the r of <o, h, a, y, r, m>) are stored apart, see `atdp.reward`.
 
 from __future__ import annotations
 
+import json
 import uuid
 from enum import StrEnum
 from typing import Annotated, Literal
@@ -66,6 +67,21 @@ class ToolCall(ATDPModel):
     id: Text
     name: Name
     arguments: Text = Field(description="The arguments exactly as emitted (usually JSON text).")
+
+
+def rename_arguments(arguments: str, mapping: dict[str, str]) -> str:
+    """Tool-call arguments with their top-level keys renamed (`mapping`: old -> new name).
+
+    Argument maps rename a tool's parameters between the agent's names and the ones a
+    version shows the model; arguments that are not a JSON object pass unchanged.
+    """
+    try:
+        parsed = json.loads(arguments)
+    except (json.JSONDecodeError, TypeError):
+        return arguments
+    if not isinstance(parsed, dict):
+        return arguments
+    return json.dumps({mapping.get(key, key): value for key, value in parsed.items()})
 
 
 class ToolSpec(ATDPModel):

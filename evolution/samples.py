@@ -19,8 +19,8 @@ from sqlmodel import Session, select
 
 from atdp import Event
 from evolution.gates import MetricSamples, Sample
-from registry import ALL_TENANTS, effective_reward, list_rewards
-from registry.tables import EventRow, RewardRow, TrajectoryRow
+from registry import effective_reward, rewards_by_trajectory
+from registry.tables import EventRow, TrajectoryRow
 
 __all__ = ["canary_metrics", "shadow_metrics"]
 
@@ -54,19 +54,10 @@ def _trajectories(
 
 
 def _reward_samples(session: Session, rows: list[TrajectoryRow]) -> list[Sample]:
-    by_trajectory: dict[uuid.UUID, list] = defaultdict(list)
-    ids = [row.id for row in rows]
-    for start in range(0, len(ids), 500):
-        statement = select(RewardRow.trajectory_id).where(
-            RewardRow.trajectory_id.in_(ids[start : start + 500])
-        )
-        for trajectory_id in set(session.exec(statement)):
-            by_trajectory[trajectory_id] = list_rewards(
-                session, ALL_TENANTS, trajectory_id=trajectory_id
-            )
+    rewards = rewards_by_trajectory(session, [row.id for row in rows])
     samples = []
     for row in rows:
-        reward = effective_reward(by_trajectory.get(row.id, []))
+        reward = effective_reward(rewards.get(row.id, []))
         if reward is not None:
             samples.append(Sample(tenant=row.tenant, value=reward.value, key=str(row.id)))
     return samples

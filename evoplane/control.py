@@ -28,6 +28,7 @@ from temporalio.client import (
     ScheduleOverlapPolicy,
     SchedulePolicy,
     ScheduleSpec,
+    ScheduleUpdate,
     WorkflowUpdateFailedError,
 )
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
@@ -80,7 +81,6 @@ class ControlConfig(BaseModel):
     admin_token: str
     namespace: str = "default"
     temporal_ui_url: str | None = None
-    mlflow_url: str | None = None
 
 
 def admin_token(configured: str | None, data_dir: Path) -> str:
@@ -321,32 +321,26 @@ def create_control_app(config: ControlConfig) -> FastAPI:
         action = ScheduleActionStartWorkflow(
             EvolutionLoop.run,
             LoopRequest(agent=body.agent, tenants=body.tenants, options=body.options),
-            id=f"evolution-loop-{body.agent}",
+            id=schedule_id,
             task_queue=CONTROL_QUEUE,
             typed_search_attributes=TypedSearchAttributes([SearchAttributePair(AGENT, body.agent)]),
         )
-        spec = ScheduleSpec(
-            intervals=[ScheduleIntervalSpec(every=timedelta(minutes=body.every_minutes))]
+        every = ScheduleIntervalSpec(every=timedelta(minutes=body.every_minutes))
+        wanted = Schedule(
+            action=action,
+            spec=ScheduleSpec(intervals=[every]),
+            policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
         )
-        policy = SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP)
         try:
-            await c.client.create_schedule(
-                schedule_id, Schedule(action=action, spec=spec, policy=policy)
-            )
+            await c.client.create_schedule(schedule_id, wanted)
             created = True
         except ScheduleAlreadyRunningError:
             handle = c.client.get_schedule_handle(schedule_id)
-            await handle.update(lambda _: _replace(action, spec, policy))
+            await handle.update(lambda _: ScheduleUpdate(schedule=wanted))
             created = False
         return {"id": schedule_id, "created": created, "every_minutes": body.every_minutes}
 
     return app
-
-
-def _replace(action, spec, policy):
-    from temporalio.client import ScheduleUpdate
-
-    return ScheduleUpdate(schedule=Schedule(action=action, spec=spec, policy=policy))
 
 
 def _summary(body: StartEvolution) -> str:

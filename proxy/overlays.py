@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from atdp import VersionSpec
+from atdp import VersionSpec, rename_arguments
 from evolution.memory import MemoryIndex, ScoredItem
 
 __all__ = [
@@ -175,17 +174,6 @@ def _overlay_tool(tool: dict, spec: VersionSpec) -> dict:
     return {**tool, "function": function}
 
 
-def _rename(arguments: str, mapping: dict[str, str]) -> str:
-    """Rename top-level keys of JSON-object arguments; anything else passes unchanged."""
-    try:
-        parsed = json.loads(arguments)
-    except (json.JSONDecodeError, TypeError):
-        return arguments
-    if not isinstance(parsed, dict):
-        return arguments
-    return json.dumps({mapping.get(key, key): value for key, value in parsed.items()})
-
-
 def _to_model_names(message: dict, maps: dict[str, dict[str, str]]) -> dict:
     """Earlier assistant tool calls in the history, renamed to what the model now sees."""
     calls = message.get("tool_calls")
@@ -203,7 +191,7 @@ def _map_call(call: dict, maps: dict[str, dict[str, str]], *, to_agent: bool) ->
         return call
     if not to_agent:
         mapping = {agent: model for model, agent in mapping.items()}
-    renamed = _rename(function.get("arguments", ""), mapping)
+    renamed = rename_arguments(function.get("arguments", ""), mapping)
     return {**call, "function": {**function, "arguments": renamed}}
 
 

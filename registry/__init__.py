@@ -62,6 +62,7 @@ from registry.rewards import (
     effective_reward_of_event,
     effective_reward_of_trajectory,
     list_rewards,
+    rewards_by_trajectory,
 )
 from registry.scope import ALL_TENANTS, TenantScope
 from registry.sealed import SealedAccessError, SealedEvent, seal_event, store_sealed, unseal_event
@@ -190,6 +191,7 @@ __all__ = [
     "register_version",
     "replies",
     "revoke_api_key",
+    "rewards_by_trajectory",
     "route_session",
     "running_evolution",
     "seal_event",

@@ -29,6 +29,7 @@ __all__ = [
     "effective_reward_of_event",
     "effective_reward_of_trajectory",
     "list_rewards",
+    "rewards_by_trajectory",
 ]
 
 # How much one reward of each source counts, before its own confidence. Explicit user
@@ -198,6 +199,23 @@ def list_rewards(
         statement = statement.where(RewardRow.event_id == event_id)
     statement = statement.order_by(RewardRow.created_at, RewardRow.id)
     return [_reward(row) for row in session.exec(statement)]
+
+
+def rewards_by_trajectory(
+    session: Session, trajectory_ids: Sequence[uuid.UUID]
+) -> dict[uuid.UUID, list[Reward]]:
+    """Every reward of each trajectory (on the whole and on its events), oldest first, in
+    one query per 500 trajectories; trajectories without rewards are absent."""
+    found: dict[uuid.UUID, list[Reward]] = {}
+    for start in range(0, len(trajectory_ids), 500):
+        statement = (
+            select(RewardRow)
+            .where(RewardRow.trajectory_id.in_(trajectory_ids[start : start + 500]))
+            .order_by(RewardRow.created_at, RewardRow.id)
+        )
+        for row in session.exec(statement):
+            found.setdefault(row.trajectory_id, []).append(_reward(row))
+    return found
 
 
 def effective_reward_of_event(

@@ -126,7 +126,7 @@ class EvolutionWorkflow:
                 else str(cause)
             )
             outcome, reason = Outcome.FAILED, words
-            await self._clear_live(request.agent, reason)
+            await self._clear_live(reason)
         return await self._finish(outcome, reason)
 
     async def _evolve(self, request: EvolutionRequest, begun: BeginResult) -> tuple[Outcome, str]:
@@ -215,7 +215,7 @@ class EvolutionWorkflow:
                 return outcome
         stopped = await self._approval("promotion")
         if stopped is not None:
-            await self._clear_live(request.agent, stopped[1])
+            await self._clear_live(stopped[1])
             return stopped
         await self._stage(Stage.PROMOTING, f"promoting {candidate} to stable")
         await self._move("stable", candidate, "promoted: every gate passed")
@@ -269,7 +269,7 @@ class EvolutionWorkflow:
             since = await self._move(alias, candidate, words, weight=weight)
             for extension in range(gate.max_extensions + 1):
                 if await self._wait_or_abort(seconds):
-                    await self._clear_live(request.agent, "aborted by an operator")
+                    await self._clear_live("aborted by an operator")
                     return Outcome.ABORTED, self._abort_words()
                 result = await self._activity(
                     EvolutionActivities.judge_live,
@@ -292,7 +292,7 @@ class EvolutionWorkflow:
                 if extension < gate.max_extensions:
                     workflow.set_current_details(f"{words}: marginal, extending the step")
             if result.verdict is not Verdict.PASS:
-                await self._clear_live(request.agent, f"{gate_name} gate: {result.reason}")
+                await self._clear_live(f"{gate_name} gate: {result.reason}")
                 outcome = Outcome.ABORTED if gate_name == "shadow" else Outcome.ROLLED_BACK
                 return outcome, f"{gate_name} gate: {result.reason}"
         if gate_name == "shadow":
@@ -349,7 +349,7 @@ class EvolutionWorkflow:
             summary=f"{alias} -> {version or 'cleared'}",
         )
 
-    async def _clear_live(self, agent: str, reason: str) -> None:
+    async def _clear_live(self, reason: str) -> None:
         """Take the candidate off canary and shadow (stable was never touched)."""
         for alias in ("canary", "shadow"):
             await self._move(alias, None, reason)
@@ -412,12 +412,10 @@ class EvolutionWorkflow:
         return self._options
 
     def _rejection_words(self) -> str:
-        who = self._rejection
-        return f"rejected by {who.actor}" + (f": {who.reason}" if who.reason else "")
+        return _by("rejected", self._rejection)
 
     def _abort_words(self) -> str:
-        who = self._abort
-        return f"aborted by {who.actor}" + (f": {who.reason}" if who.reason else "")
+        return _by("aborted", self._abort)
 
 
 def _window_words(begun: BeginResult) -> str:
@@ -427,5 +425,10 @@ def _window_words(begun: BeginResult) -> str:
     return f"{window.agent}, {tenants}, {size}"
 
 
+def _by(verb: str, who: Approval | EvolutionOptions) -> str:
+    """Words for what a person did: '<verb> by <actor>[: <reason>]'."""
+    return f"{verb} by {who.actor}" + (f": {who.reason}" if who.reason else "")
+
+
 def _skip_words(options: EvolutionOptions) -> str:
-    return f"skipped by {options.actor}" + (f": {options.reason}" if options.reason else "")
+    return _by("skipped", options)

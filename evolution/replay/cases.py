@@ -11,9 +11,11 @@ states them.
 from __future__ import annotations
 
 import uuid
+from collections import defaultdict
 
 from sqlmodel import Session
 
+from atdp import Reward
 from evolution.memory.distil import fact_text
 from evolution.memory.operator import window_corrections
 from evolution.replay import RecordedTrajectory
@@ -22,8 +24,9 @@ from evolution.window import WindowSpec
 from registry import (
     ALL_TENANTS,
     TrajectoryWindow,
-    effective_reward_of_trajectory,
+    effective_reward,
     get_events,
+    window_rewards,
     window_trajectories,
 )
 
@@ -44,9 +47,12 @@ def recorded_cases(
         last=window.last,
     )
     facts = _corrected_facts(session, window)
+    rewards: dict[uuid.UUID, list[Reward]] = defaultdict(list)
+    for found in window_rewards(session, selection):  # one query for the whole window
+        rewards[found.trajectory_id].append(found)
     picked: dict[bool, list[RecordedTrajectory]] = {True: [], False: []}
     for row in window_trajectories(session, selection):
-        succeeded, reward = _verdict(session, row)
+        succeeded, reward = _verdict(row, rewards[row.id])
         if succeeded is None or len(picked[succeeded]) >= per_kind:
             continue
         events = get_events(session, ALL_TENANTS, row.id)
@@ -73,9 +79,9 @@ def _corrected_facts(session: Session, window: WindowSpec) -> dict[uuid.UUID, li
     return facts
 
 
-def _verdict(session: Session, row) -> tuple[bool | None, float | None]:
+def _verdict(row, rewards: list[Reward]) -> tuple[bool | None, float | None]:
     """(succeeded, reward in [0, 1]) from the effective reward, else the outcome status."""
-    reward = effective_reward_of_trajectory(session, ALL_TENANTS, row.id)
+    reward = effective_reward(rewards)
     if reward is not None:
         value = min(max(reward.value, 0.0), 1.0)
         return value >= 0.5, value

@@ -31,7 +31,15 @@ from typing import Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict
 
-from atdp import ChatMessage, Event, EventKind, MessageAction, ReplayClass, ToolCall
+from atdp import (
+    ChatMessage,
+    Event,
+    EventKind,
+    MessageAction,
+    ReplayClass,
+    ToolCall,
+    rename_arguments,
+)
 
 __all__ = [
     "EVALUATION_HEADERS",
@@ -161,21 +169,10 @@ def _to_agent_names(message: dict[str, Any], maps: dict[str, dict[str, str]]) ->
         function = call.get("function") or {}
         mapping = maps.get(function.get("name") or "")
         if mapping:
-            arguments = _renamed(function.get("arguments") or "", mapping)
+            arguments = rename_arguments(function.get("arguments") or "", mapping)
             call = {**call, "function": {**function, "arguments": arguments}}
         renamed.append(call)
     return {**message, "tool_calls": renamed}
-
-
-def _renamed(arguments: str, mapping: dict[str, str]) -> str:
-    """Top-level keys of JSON-object arguments renamed (model name -> agent name)."""
-    try:
-        parsed = json.loads(arguments)
-    except (json.JSONDecodeError, TypeError):
-        return arguments
-    if not isinstance(parsed, dict):
-        return arguments
-    return json.dumps({mapping.get(key, key): value for key, value in parsed.items()})
 
 
 def recorded_action(event: Event) -> Any:
@@ -185,7 +182,7 @@ def recorded_action(event: Event) -> Any:
     if not maps or not isinstance(action, MessageAction) or not action.tool_calls:
         return action
     calls = [
-        call.model_copy(update={"arguments": _renamed(call.arguments, maps[call.name])})
+        call.model_copy(update={"arguments": rename_arguments(call.arguments, maps[call.name])})
         if call.name in maps
         else call
         for call in action.tool_calls

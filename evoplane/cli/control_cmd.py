@@ -221,7 +221,6 @@ def api(
         admin_token=admin_token(configured, settings.data_dir),
         namespace=settings.temporal_namespace,
         temporal_ui_url=settings.temporal_ui_url,
-        mlflow_url=settings.tracking_uri,
     )
     uvicorn.run(
         create_control_app(config), host=settings.host, port=settings.api_port, log_level="warning"
