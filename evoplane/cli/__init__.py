@@ -14,6 +14,7 @@ from evoplane.cli import (
     data_cmd,
     db_cmd,
     gateway_cmd,
+    model_cmd,
     up_cmd,
     worker_cmd,
 )
@@ -33,6 +34,7 @@ app = typer.Typer(
 )
 app.add_typer(atdp_cmd.app, name="atdp")
 app.add_typer(db_cmd.app, name="db")
+app.add_typer(model_cmd.app, name="model")
 app.command("up")(up_cmd.up)
 app.command("gateway")(gateway_cmd.gateway)
 app.command("worker")(worker_cmd.worker)
