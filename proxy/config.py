@@ -17,6 +17,11 @@ class GatewayConfig:
         spool_dir: where capture records wait for the registry (crash-safe).
         rate_limit: requests per second per tenant, None for no limit.
         catalog_ttl: seconds a cached alias, key or grant may be stale.
+        local_device: where versions with the `local` engine run ("cpu", "cuda", "cuda:N").
+        local_max_models: local models kept loaded; the least recently used is unloaded
+            once its requests in flight have finished.
+        local_threads: torch intra-op threads (process-wide); None keeps torch's default.
+            On a small CPU machine 1 is fastest: each concurrent generation has a thread.
     """
 
     database_url: str
@@ -32,3 +37,9 @@ class GatewayConfig:
     sweep_interval: float = 30.0
     capture_batch_size: int = 500
     capture_flush_interval: float = 0.2  # also the most a power cut can lose (fsync per batch)
+    local_device: str = "cpu"
+    local_dtype: str = "float32"  # a torch dtype name: "bfloat16" halves a GPU model's memory
+    local_max_concurrency: int = 4  # generations at once per local model; the rest queue
+    local_max_models: int = 4
+    local_max_tokens: int = 512  # completion length when a request sets no max_tokens
+    local_threads: int | None = None

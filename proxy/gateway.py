@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import os
 import time
 import uuid
 from collections import OrderedDict
@@ -39,7 +40,9 @@ from proxy.capture.events import (
 from proxy.catalog import Catalog
 from proxy.config import GatewayConfig
 from proxy.engines.base import UpstreamEngine, UpstreamError, UpstreamTimeout
+from proxy.engines.local import LocalEngine
 from proxy.engines.openai_compat import OpenAICompatEngine
+from proxy.engines.sglang import SGLangEngine
 from proxy.errors import GatewayError
 from proxy.governance import Redactor, decide_governance
 from proxy.overlays import Overlaid, apply_overlays, restore_response
@@ -176,6 +179,8 @@ class Gateway:
         self.limiter = TokenBucket(config.rate_limit) if config.rate_limit else None
         self.recent_events: OrderedDict[uuid.UUID, tuple[str, uuid.UUID]] = OrderedDict()
         self._engines: dict[tuple[str, str], UpstreamEngine] = {}
+        # In-process models by (checkpoint, adapter), least recently used first.
+        self._local: OrderedDict[tuple[str, str | None], LocalEngine] = OrderedDict()
         self._redactors: dict[tuple[str, ...], Redactor] = {}
         self._background: set[asyncio.Task] = set()
         self.shadow_failures = 0
@@ -223,7 +228,7 @@ class Gateway:
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
-        for engine in self._engines.values():
+        for engine in [*self._engines.values(), *self._local.values()]:
             await engine.aclose()
         await asyncio.to_thread(self.writer.stop)
         self.db.dispose()
@@ -287,6 +292,8 @@ class Gateway:
 
     def engine_for(self, version: AgentVersion, base_url: str | None) -> UpstreamEngine:
         kind = version.spec.model.engine
+        if kind == "local":
+            return self.local_engine(version)
         if kind not in {"openai", "sglang"}:
             raise GatewayError(
                 502,
@@ -299,12 +306,46 @@ class Gateway:
             )
         engine = self._engines.get((kind, base_url))
         if engine is None:
-            engine = self._engines[(kind, base_url)] = OpenAICompatEngine(
+            engine_class = SGLangEngine if kind == "sglang" else OpenAICompatEngine
+            engine = self._engines[(kind, base_url)] = engine_class(
                 base_url,
                 self.config.upstream_api_key,
                 connect_timeout=self.config.upstream_connect_timeout,
                 max_connections=256,
             )
+        return engine
+
+    def local_engine(self, version: AgentVersion) -> LocalEngine:
+        """The in-process engine of a version's checkpoint (and adapter), one per pair.
+
+        The engine loads its weights in a thread on first use, so this never blocks. Past
+        `local_max_models` the least recently used engine is closed, which frees its weights
+        once its requests in flight have finished.
+        """
+        ref = version.spec.model
+        if not ref.checkpoint:
+            raise GatewayError(
+                502,
+                f"{version.id} uses the local engine but names no checkpoint directory.",
+                code="engine_unavailable",
+            )
+        key = (_local_path(ref.checkpoint), _local_path(ref.adapter) if ref.adapter else None)
+        engine = self._local.get(key)
+        if engine is not None:
+            self._local.move_to_end(key)
+            return engine
+        engine = self._local[key] = LocalEngine(
+            *key,
+            version=ref.model,
+            device=self.config.local_device,
+            dtype=self.config.local_dtype,
+            max_concurrency=self.config.local_max_concurrency,
+            max_tokens=self.config.local_max_tokens,
+            threads=self.config.local_threads,
+        )
+        while len(self._local) > self.config.local_max_models:
+            _, evicted = self._local.popitem(last=False)
+            self.spawn(evicted.aclose())
         return engine
 
     async def complete(
@@ -591,6 +632,15 @@ def upstream_failure(error: UpstreamError | UpstreamTimeout) -> GatewayError:
             headers=headers,
         )
     return GatewayError(502, f"The upstream model failed: {error}", code="upstream_error")
+
+
+def _local_path(path: str) -> str:
+    """A checkpoint or adapter directory as one key, however the version spells it.
+
+    Symlinks are kept, not resolved: an engine keeps the weights it loaded even if a link
+    like `latest` moves (a version is immutable), and a request costs no filesystem call.
+    """
+    return os.path.abspath(os.path.expanduser(path))
 
 
 def new_session_id() -> str:
