@@ -1,24 +1,28 @@
-"""The replay gate: the candidate answers the agent's safety suite through the gateway's overlays.
+"""The replay gate: the agent's safety suite, then recorded trajectories, on the candidate.
 
-Each case is sent exactly as the gateway would send it for the candidate version (same
-overlay code, same upstream engine), and the answer the agent would see is checked by the
-suite's rules. Progress is heartbeated after every case, so a worker that dies mid-gate
-is replaced by one that resumes at the next case instead of starting over.
-
-Replaying recorded trajectories (past failures must improve, successes must not break)
-joins this gate with the replay engine; until then the gate's reason says that only the
-safety suite ran.
+Each request is sent exactly as the gateway would send it for the version (same overlay
+code, same upstream engine), and never passes through capture: replay is evaluation
+traffic, never recorded, never training data. First the candidate answers the safety suite,
+checked by its rules; progress is heartbeated after every case, so a worker that dies
+mid-gate is replaced by one that resumes at the next case instead of starting over. Then the
+window's past failures and known successes are replayed (approximate replay) on stable and
+on the candidate and judged in pairs: failures must improve, successes must not break. A
+replayed tool call off the recorded path goes to the tool simulator the trajectory's tenant
+registered in the agent's settings, if any (`evolution.replay.simulators`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
+from functools import partial
 from typing import Any
 
+import httpx
 from sqlalchemy.engine import Engine
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from activities.models import ReplayGateRequest
 from evolution.gates import GateConfig, GateResult, Verdict, judge_replay
@@ -27,9 +31,14 @@ from evolution.replay import (
     RecordedOutcome,
     RequiredFacts,
     Serve,
+    ToolCallsSucceeded,
     ToolCallsValid,
+    ToolSimulator,
+    ToolSimulatorSpec,
     WindowReplay,
+    http_tool_simulator,
     replay_window,
+    tenant_simulator,
 )
 from evolution.replay.cases import recorded_cases
 from evolution.safety import SafetyCase, default_safety_suite, run_safety_suite
@@ -46,13 +55,25 @@ _HEARTBEAT_EVERY = 2.0  # seconds; the workflow's heartbeat timeout is a few tim
 
 
 class ReplayGate:
-    """Runs the replay gate; owns one pooled HTTP engine per upstream base URL."""
+    """Runs the replay gate; owns one pooled HTTP engine per upstream base URL.
+
+    Args:
+        simulators: tool simulators this worker offers by name; a tenant's registration
+            (`tool_simulators` in the agent's settings) may name one instead of a URL.
+    """
 
     def __init__(
-        self, engine: Engine, *, upstream_api_key: str | None = None, timeout: float = 120.0
+        self,
+        engine: Engine,
+        *,
+        upstream_api_key: str | None = None,
+        timeout: float = 120.0,
+        simulators: Mapping[str, ToolSimulator] | None = None,
     ) -> None:
         self.engine, self.upstream_api_key, self.timeout = engine, upstream_api_key, timeout
+        self.simulators = dict(simulators or {})
         self._upstreams: dict[str, UpstreamEngine] = {}
+        self._simulator_client: httpx.AsyncClient | None = None
         self._redactor = Redactor()
 
     def _upstream(self, base_url: str) -> UpstreamEngine:
@@ -65,36 +86,36 @@ class ReplayGate:
     async def aclose(self) -> None:
         for upstream in self._upstreams.values():
             await upstream.aclose()
-
-    def _suite(self, agent: str) -> list[SafetyCase]:
-        """The agent's own suite (settings `safety_suite`), else the generic one."""
-        with transaction(self.engine) as session:
-            settings = EvolutionSettings.of(get_agent(session, agent).settings)
-        return settings.safety_suite or default_safety_suite()
+        if self._simulator_client is not None:
+            await self._simulator_client.aclose()
 
     async def run(self, request: ReplayGateRequest) -> GateResult:
         """The safety suite on the candidate, then recorded trajectories on both versions."""
         with transaction(self.engine) as session:
             baseline = get_version(session, request.baseline_version)
             candidate = get_version(session, request.candidate_version)
-        safety, answers = await self._safety(request.agent, candidate)
+            settings = EvolutionSettings.of(get_agent(session, request.agent).settings)
+        # The agent's own suite, else the generic one.
+        suite = settings.safety_suite or default_safety_suite()
+        safety, answers = await self._safety(request.agent, suite, candidate)
         if safety.verdict is Verdict.FAIL:
             return safety.model_copy(update={"gate": "replay"})
-        replay = await self._trajectories(request, baseline, candidate, answers)
+        replay = await self._trajectories(
+            request, baseline, candidate, answers, settings.tool_simulators
+        )
         return _combined(safety, replay, request.gate)
 
     async def _safety(
-        self, agent: str, candidate: AgentVersion
+        self, agent: str, cases: list[SafetyCase], candidate: AgentVersion
     ) -> tuple[GateResult, list[dict[str, Any]]]:
         """The agent's safety suite answered by the candidate, resumable case by case.
 
         Returns the result and the answers (the heartbeat's details for the whole gate)."""
-        cases = self._suite(agent)
         details = activity.info().heartbeat_details
         answers: list[dict[str, Any]] = list(details[0]) if details else []
         if answers:
             activity.logger.info("resuming the safety suite at case %d", len(answers) + 1)
-        serve = self._serve(candidate, None)
+        serve = self.serve(candidate, None)
         for case in cases[len(answers) :]:
             body: dict[str, Any] = {"model": agent, "messages": case.messages}
             if case.tools:
@@ -115,8 +136,10 @@ class ReplayGate:
         baseline: AgentVersion,
         candidate: AgentVersion,
         answers: list[dict[str, Any]],
+        simulators: list[ToolSimulatorSpec],
     ) -> tuple[WindowReplay, int]:
-        """Past failures and known successes of the window, replayed on both versions.
+        """Past failures and known successes of the window, replayed on both versions, each
+        tenant's with its own tool simulator.
 
         Heartbeats carry the safety answers, so a retry resumes after the suite (the
         trajectories are replayed again: their pairs are not worth storing in a heartbeat).
@@ -129,18 +152,40 @@ class ReplayGate:
         for item in recorded:
             by_tenant.setdefault(item.tenant, []).append(item)
         for tenant, items in sorted(by_tenant.items()):
+            simulator = tenant_simulator(
+                simulators, tenant, partial(self._simulator, agent=request.agent, tenant=tenant)
+            )
             replayed = await replay_window(
                 items,
-                self._serve(baseline, tenant),
-                self._serve(candidate, tenant),
-                [RecordedOutcome(), ToolCallsValid(), RequiredFacts()],
+                self.serve(baseline, tenant),
+                self.serve(candidate, tenant),
+                [RecordedOutcome(), ToolCallsValid(), ToolCallsSucceeded(), RequiredFacts()],
+                tool_simulator=simulator,
                 progress=lambda done, total: activity.heartbeat(answers),
             )
             pairs += replayed.cases
             skipped.update(replayed.skipped)
         return WindowReplay(cases=pairs, skipped=skipped), len(recorded)
 
-    def _serve(self, version: AgentVersion, tenant: str | None) -> Serve:
+    def _simulator(self, spec: ToolSimulatorSpec, agent: str, tenant: str) -> ToolSimulator:
+        """The simulator a tenant's registration names: its endpoint, or one of ours."""
+        if spec.url is not None:
+            if self._simulator_client is None:
+                self._simulator_client = httpx.AsyncClient()
+            return http_tool_simulator(
+                self._simulator_client, spec.url, tenant=tenant, agent=agent, timeout=self.timeout
+            )
+        if spec.name not in self.simulators:
+            raise ApplicationError(
+                f"tenant {spec.tenant} registered the tool simulator {spec.name!r}, which this "
+                f"worker does not offer ({sorted(self.simulators) or 'none'}); give its url "
+                "instead, or register it with the worker's ReplayGate",
+                type="ToolSimulatorNotFound",
+                non_retryable=True,
+            )
+        return self.simulators[spec.name]
+
+    def serve(self, version: AgentVersion, tenant: str | None) -> Serve:
         """Serve a request as the gateway would for `version` (and tenant's memory), marked
         as evaluation traffic by never passing through capture."""
         upstream = self._upstream(version.spec.model.base_url or "")

@@ -1,4 +1,5 @@
-"""An agent's evolution settings: how its gates judge, how its policy decides, its safety suite.
+"""An agent's evolution settings: how its gates judge, how its policy decides, its safety
+suite, and the tool simulators its tenants registered for replay.
 
 Stored as the agent's `settings` in the registry (`evoplane agent configure`, or
 `PUT /api/agents/{agent}/settings`); every evolution starts from them and may override
@@ -13,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evolution.decision import PolicyConfig
 from evolution.gates import GateConfig
+from evolution.replay.simulators import ToolSimulatorSpec
 from evolution.safety import SafetyCase
 
 __all__ = ["EvolutionSettings"]
@@ -23,6 +25,8 @@ class EvolutionSettings(BaseModel):
     gate: gate parameters (minimum samples, step weights and durations, confidence...).
     policy: decision thresholds, costs and risks.
     safety_suite: the agent's own safety cases; None runs the generic suite.
+    tool_simulators: what answers a replayed tool call that left the recorded path, per
+        tenant (see `evolution.replay.simulators`); without one the replay stops there.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -30,6 +34,7 @@ class EvolutionSettings(BaseModel):
     gate: GateConfig = Field(default_factory=GateConfig)
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     safety_suite: list[SafetyCase] | None = None
+    tool_simulators: list[ToolSimulatorSpec] = Field(default_factory=list)
 
     @classmethod
     def of(cls, settings: dict[str, Any] | None) -> EvolutionSettings:

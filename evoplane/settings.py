@@ -14,10 +14,14 @@ from pydantic_settings import (
     TomlConfigSettingsSource,
 )
 
-__all__ = ["Settings", "load_settings"]
+__all__ = ["Settings", "SettingsError", "load_settings"]
 
 CONFIG_ENV = "EVOPLANE_CONFIG"
 DEFAULT_CONFIG = "evoplane.toml"
+
+
+class SettingsError(ValueError):
+    """A setting names something that cannot be used; the message says which and how to fix it."""
 
 
 class Settings(BaseSettings):
@@ -61,6 +65,15 @@ class Settings(BaseSettings):
     upstream_api_key: SecretStr | None = Field(
         default=None, description="Bearer key for OpenAI-compatible upstreams that need one."
     )
+    local_device: str = Field(
+        default="cpu", description="Where `local` engine models run: cpu, cuda or cuda:N."
+    )
+    local_threads: int | None = Field(
+        default=None,
+        ge=1,
+        description="torch threads for `local` models; 1 is fastest on a small CPU machine.",
+    )
+    local_max_models: int = Field(default=4, ge=1, description="`local` models kept loaded.")
     api_port: int = Field(default=8401, ge=1, le=65535)
     gateway_url: str | None = Field(
         default=None,
@@ -68,6 +81,11 @@ class Settings(BaseSettings):
         "embedded gateway (behind a load balancer in production).",
     )
     admin_token: SecretStr | None = None
+    tool_simulators: str | None = Field(
+        default=None,
+        description="module:attribute of a mapping from name to tool simulator, offered by "
+        "this worker to tenants who register a simulator by name for the replay gate.",
+    )
     seal_key: SecretStr | None = Field(
         default=None,
         description="Key for sealed raw copies of redacted events (`evoplane key seal-key`).",

@@ -8,7 +8,9 @@ machine without CUDA that worker takes tiny-model jobs only.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 
 from temporalio.client import Client
@@ -17,7 +19,8 @@ from temporalio.worker import Worker
 
 from activities.evolution import EvolutionActivities
 from activities.replay import ReplayGate
-from evoplane.settings import Settings
+from evolution.replay import ToolSimulator
+from evoplane.settings import Settings, SettingsError
 from registry import check_schema, create_db_engine
 from workflows.evolution import EvolutionWorkflow
 from workflows.loop import EvolutionLoop
@@ -88,6 +91,25 @@ def workers_for(
     return workers
 
 
+def load_tool_simulators(path: str | None) -> dict[str, ToolSimulator]:
+    """The simulators named by EVOPLANE_TOOL_SIMULATORS ("package.module:MAPPING")."""
+    if not path:
+        return {}
+    module_name, _, attribute = path.partition(":")
+    try:
+        simulators = getattr(importlib.import_module(module_name), attribute or "SIMULATORS")
+    except (ImportError, AttributeError) as error:
+        raise SettingsError(
+            f"EVOPLANE_TOOL_SIMULATORS={path!r} cannot be loaded ({error}); give "
+            "'package.module:MAPPING', a dict from simulator name to a callable"
+        ) from error
+    if not isinstance(simulators, Mapping) or not all(map(callable, simulators.values())):
+        raise SettingsError(
+            f"EVOPLANE_TOOL_SIMULATORS={path!r} is not a mapping from name to a callable"
+        )
+    return dict(simulators)
+
+
 async def run_workers(settings: Settings, *, gpu: bool, tracking: bool = True) -> None:
     """Run until cancelled (Ctrl-C)."""
     engine = create_db_engine(settings.registry_url)
@@ -97,6 +119,7 @@ async def run_workers(settings: Settings, *, gpu: bool, tracking: bool = True) -
         upstream_api_key=(
             settings.upstream_api_key.get_secret_value() if settings.upstream_api_key else None
         ),
+        simulators=load_tool_simulators(settings.tool_simulators),
     )
     activities = EvolutionActivities(
         engine,

@@ -21,6 +21,8 @@ from evolution.replay.engine import (
     ReplayMode,
     ReplayStep,
     Serve,
+    ToolOutput,
+    ToolResult,
     ToolSimulator,
     action_of,
     replay_trajectory,
@@ -35,11 +37,18 @@ from evolution.replay.scorers import (
     RequiredFacts,
     Scorer,
     ScoringContext,
+    ToolCallsSucceeded,
     ToolCallsValid,
     combine,
     final_answer,
     parse_judge_score,
     score_replay,
+)
+from evolution.replay.simulators import (
+    ToolSimulatorError,
+    ToolSimulatorSpec,
+    http_tool_simulator,
+    tenant_simulator,
 )
 
 __all__ = [
@@ -55,12 +64,18 @@ __all__ = [
     "Scorer",
     "ScoringContext",
     "Serve",
+    "ToolCallsSucceeded",
     "ToolCallsValid",
+    "ToolOutput",
+    "ToolResult",
     "ToolSimulator",
+    "ToolSimulatorError",
+    "ToolSimulatorSpec",
     "WindowReplay",
     "action_of",
     "combine",
     "final_answer",
+    "http_tool_simulator",
     "parse_judge_score",
     "replay_trajectory",
     "replay_window",
@@ -68,6 +83,7 @@ __all__ = [
     "same_action",
     "same_tool_calls",
     "score_replay",
+    "tenant_simulator",
 ]
 
 

@@ -14,7 +14,12 @@ Two modes:
     the new action is compared with the recorded one;
   - approximate: the first llm_call's inputs start a conversation that then follows the new
     answers; while the new tool calls match the recorded ones the recorded tool outputs are
-    substituted, and on divergence a tenant's tool simulator answers or the replay stops.
+    substituted, and on divergence a tenant's tool simulator answers or the replay stops
+    (scored up to the divergence). A simulator may decline a tool (it returns None): the
+    replay stops there too.
+
+Each step keeps the tool results that answered its calls (recorded, or simulated), so
+scorers can tell whether the tools accepted the version's calls.
 
 A caveat on inputs: the gateway records the request it sent upstream, i.e. after the
 recording version's overlays. A `serve` that overlays again should first remove the recording
@@ -29,15 +34,17 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal, TypeAlias
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from atdp import (
     ChatMessage,
     Event,
     EventKind,
     MessageAction,
+    Outcome,
     ReplayClass,
     ToolCall,
+    ToolCallAction,
     rename_arguments,
 )
 
@@ -47,6 +54,8 @@ __all__ = [
     "ReplayStep",
     "ReplayedTrajectory",
     "Serve",
+    "ToolOutput",
+    "ToolResult",
     "ToolSimulator",
     "action_of",
     "recorded_action",
@@ -57,8 +66,6 @@ __all__ = [
 ]
 
 Serve: TypeAlias = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
-# (tool name, arguments as the model emitted them) -> the tool's output text; sync or async.
-ToolSimulator: TypeAlias = Callable[[str, str], Awaitable[str] | str]
 ReplayMode: TypeAlias = Literal["deterministic", "approximate"]
 
 # What a `serve` for replay must send so the gateway records the call as evaluation traffic.
@@ -76,11 +83,41 @@ class _Value(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class ToolOutput(_Value):
+    """What a tool simulator answers a call with; `error` names the error class when the
+    simulated tool refused the call (bad arguments, say)."""
+
+    output: str
+    error: str | None = None
+
+
+# (tool name, arguments as the agent receives them) -> the tool's output (a string is an
+# output that succeeded), or None when the simulator does not simulate that tool; sync or async.
+ToolSimulator: TypeAlias = Callable[
+    [str, str], Awaitable[ToolOutput | str | None] | ToolOutput | str | None
+]
+
+
+class ToolResult(_Value):
+    """A tool's answer to one of a step's calls: recorded, or from the tenant's simulator.
+
+    `error` is the error class when the tool refused the call, None when it accepted it.
+    """
+
+    call_id: str
+    tool: str
+    arguments: str
+    output: str | None
+    error: str | None = None
+    simulated: bool = False
+
+
 class ReplayStep(_Value):
     """One re-served llm_call: what was sent, what came back, and whether it matches.
 
     `simulated` is True when the tool outputs that followed this step came from the tenant's
-    tool simulator rather than from the recording.
+    tool simulator rather than from the recording; `tool_results` are those outputs (empty
+    when the step called no tool, or the replay stopped at its calls).
     """
 
     event_id: uuid.UUID
@@ -88,6 +125,7 @@ class ReplayStep(_Value):
     response: dict[str, Any]
     matched: bool
     simulated: bool = False
+    tool_results: list[ToolResult] = Field(default_factory=list)
 
 
 class ReplayedTrajectory(_Value):
@@ -286,10 +324,47 @@ async def replay_trajectory(
     ordered = sorted(events, key=lambda event: event.seq)
     calls, blocked = _replayable_calls(ordered)
     trajectory_id = ordered[0].trajectory_id
+    outcomes = _tool_outcomes(ordered)
     if mode == "deterministic":
-        steps = [await _serve_recorded(call, serve) for call in calls]
+        steps = [await _serve_recorded(call, serve, outcomes) for call in calls]
         return _result(trajectory_id, mode, steps, None, blocked)
-    return await _approximate(trajectory_id, calls, blocked, serve, tool_simulator)
+    return await _approximate(trajectory_id, calls, blocked, serve, tool_simulator, outcomes)
+
+
+def _tool_outcomes(events: list[Event]) -> dict[str, Outcome]:
+    """Recorded tool outcomes by call id (the gateway links each tool result to its call)."""
+    return {
+        event.action.call.id: event.outcome
+        for event in events
+        if event.kind is EventKind.TOOL_CALL
+        and isinstance(event.action, ToolCallAction)
+        and event.outcome is not None
+    }
+
+
+def _recorded_results(
+    recorded: Sequence[ToolCall], new: Sequence[ToolCall], outcomes: dict[str, Outcome]
+) -> list[ToolResult]:
+    """The recorded results of calls the version repeated, under the version's call ids."""
+    results = []
+    for call, twin in zip(
+        sorted(recorded, key=_canonical), sorted(new, key=_canonical), strict=True
+    ):
+        outcome = outcomes.get(call.id)
+        if outcome is None:
+            continue
+        returned = outcome.tool_return
+        error = outcome.error_class or ("failed" if outcome.success is False else None)
+        results.append(
+            ToolResult(
+                call_id=twin.id,
+                tool=twin.name,
+                arguments=twin.arguments,
+                output=returned if isinstance(returned, str | None) else json.dumps(returned),
+                error=error,
+            )
+        )
+    return results
 
 
 def _replayable_calls(events: list[Event]) -> tuple[list[Event], str | None]:
@@ -328,14 +403,20 @@ def _result(
     )
 
 
-async def _serve_recorded(call: Event, serve: Serve) -> ReplayStep:
+async def _serve_recorded(call: Event, serve: Serve, outcomes: dict[str, Outcome]) -> ReplayStep:
     body = request_body(call)
     response = await serve(body)
+    new, recorded = action_of(response), recorded_action(call)
+    matched = same_action(new, recorded)
+    # The recorded inputs come next whatever the answer; the recorded tool results are
+    # what this version's calls got only when its calls were the recorded ones.
+    results = (
+        _recorded_results(recorded.tool_calls, new.tool_calls, outcomes)
+        if matched and isinstance(recorded, MessageAction)
+        else []
+    )
     return ReplayStep(
-        event_id=call.id,
-        request=body,
-        response=response,
-        matched=same_action(action_of(response), recorded_action(call)),
+        event_id=call.id, request=body, response=response, matched=matched, tool_results=results
     )
 
 
@@ -345,46 +426,56 @@ async def _approximate(
     blocked: str | None,
     serve: Serve,
     simulator: ToolSimulator | None,
+    outcomes: dict[str, Outcome],
 ) -> ReplayedTrajectory:
     steps: list[ReplayStep] = []
     body = request_body(calls[0]) if calls else {}
     for index, call in enumerate(calls):
         response = await serve(body)
-        new = action_of(response)
+        new, recorded = action_of(response), recorded_action(call)
+        recorded_calls = recorded.tool_calls if isinstance(recorded, MessageAction) else []
         step = ReplayStep(
             event_id=call.id,
             request=body,
             response=response,
-            matched=same_action(new, recorded_action(call)),
+            matched=same_action(new, recorded),
         )
+        on_path = same_tool_calls(new.tool_calls, recorded_calls)
+        if on_path:
+            results = _recorded_results(recorded_calls, new.tool_calls, outcomes)
+        else:
+            results = await _simulated(simulator, new.tool_calls)
+        if results:
+            step = step.model_copy(update={"tool_results": results, "simulated": not on_path})
+        steps.append(step)
         if index == len(calls) - 1:
-            steps.append(step)
             break
         nxt = calls[index + 1]
-        recorded = recorded_action(call)
-        recorded_calls = recorded.tool_calls if isinstance(recorded, MessageAction) else []
-        if same_tool_calls(new.tool_calls, recorded_calls):
+        if on_path:
             outputs = _recorded_outputs(nxt, recorded_calls, new.tool_calls)
-        elif new.tool_calls and simulator is not None:
-            simulated = [await _simulate(simulator, tool_call) for tool_call in new.tool_calls]
-            outputs = [*simulated, *[m for m in _new_inputs(nxt) if m["role"] != "tool"]]
-            step = step.model_copy(update={"simulated": True})
+        elif results is not None:
+            outputs = [*map(_tool_message, results), *_user_inputs(nxt)]
         else:
-            steps.append(step)
-            reason = _divergence(index, new, recorded_calls)
+            reason = _divergence(index, new, recorded_calls, simulator is not None)
             return _result(trajectory_id, "approximate", steps, index, reason)
-        steps.append(step)
         body = _next_body(body, response, outputs, nxt)
     return _result(trajectory_id, "approximate", steps, None, blocked)
 
 
-def _divergence(index: int, new: MessageAction, recorded: Sequence[ToolCall]) -> str:
+def _divergence(
+    index: int, new: MessageAction, recorded: Sequence[ToolCall], simulator: bool
+) -> str:
     def names(calls: Sequence[ToolCall]) -> str:
         return ", ".join(call.name for call in calls) or "no tool call"
 
+    why = (
+        "the tool simulator does not simulate it"
+        if simulator and new.tool_calls
+        else "no tool simulator continues it"
+    )
     return (
         f"diverged at step {index}: the version called {names(new.tool_calls)} where the "
-        f"recording called {names(recorded)}, and no tool simulator continues it"
+        f"recording called {names(recorded)}, and {why}"
     )
 
 
@@ -394,6 +485,11 @@ def _new_inputs(call: Event) -> list[dict[str, Any]]:
     messages = [_message_dict(m) for m in call.observation.messages] if call.observation else []
     last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
     return messages[last + 1 :]
+
+
+def _user_inputs(call: Event) -> list[dict[str, Any]]:
+    """The next turn's new inputs but the recorded tool results (simulated ones replace them)."""
+    return [message for message in _new_inputs(call) if message["role"] != "tool"]
 
 
 def _recorded_outputs(
@@ -418,11 +514,36 @@ def _recorded_outputs(
     ]
 
 
-async def _simulate(simulator: ToolSimulator, call: ToolCall) -> dict[str, Any]:
-    output = simulator(call.name, call.arguments)
-    if inspect.isawaitable(output):
-        output = await output
-    return {"role": "tool", "tool_call_id": call.id, "content": str(output)}
+async def _simulated(
+    simulator: ToolSimulator | None, calls: Sequence[ToolCall]
+) -> list[ToolResult] | None:
+    """Every call answered by the simulator; None when there is no call to simulate, no
+    simulator, or it declines one."""
+    if simulator is None or not calls:
+        return None
+    results = []
+    for call in calls:
+        answer = simulator(call.name, call.arguments)
+        if inspect.isawaitable(answer):
+            answer = await answer
+        if answer is None:
+            return None
+        output = answer if isinstance(answer, ToolOutput) else ToolOutput(output=str(answer))
+        results.append(
+            ToolResult(
+                call_id=call.id,
+                tool=call.name,
+                arguments=call.arguments,
+                output=output.output,
+                error=output.error,
+                simulated=True,
+            )
+        )
+    return results
+
+
+def _tool_message(result: ToolResult) -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": result.call_id, "content": result.output}
 
 
 def _next_body(

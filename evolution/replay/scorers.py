@@ -25,6 +25,7 @@ __all__ = [
     "RequiredFacts",
     "Scorer",
     "ScoringContext",
+    "ToolCallsSucceeded",
     "ToolCallsValid",
     "combine",
     "final_answer",
@@ -138,6 +139,25 @@ def _call_valid(call: ToolCall, offered: dict[str, dict[str, Any] | None]) -> bo
     if schema is None:
         return isinstance(arguments, dict)
     return Draft202012Validator(schema).is_valid(arguments)
+
+
+class ToolCallsSucceeded:
+    """The share of the replay's tool calls their tool accepted; None when no tool answered.
+
+    A call answered by its recorded result (the version repeated it) counts as the recording
+    says; a call off the recorded path counts only when the tenant's tool simulator answered
+    it: a replay stopped at a divergence is judged up to there.
+    """
+
+    name = "tool_calls_succeeded"
+
+    async def score(
+        self, replayed: ReplayedTrajectory, recorded: list[Event], context: ScoringContext
+    ) -> float | None:
+        results = [result for step in replayed.steps for result in step.tool_results]
+        if not results:
+            return None
+        return sum(result.error is None for result in results) / len(results)
 
 
 class RequiredFacts:

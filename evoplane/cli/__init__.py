@@ -18,6 +18,7 @@ from evoplane.cli import (
     up_cmd,
     worker_cmd,
 )
+from evoplane.settings import SettingsError
 from evoplane.stack.launcher import StackError
 from evoplane.stack.process import PortInUseError
 from registry import DatabaseUnavailableError, DatabaseURLError, RegistryError, SchemaOutOfDateError
@@ -64,6 +65,7 @@ USER_ERRORS = (
     RegistryError,
     PortInUseError,
     StackError,
+    SettingsError,
     FileNotFoundError,
     control_cmd.ControlAPIError,
 )

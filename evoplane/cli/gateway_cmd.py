@@ -22,6 +22,10 @@ def gateway_config(settings: Settings):
         upstream_api_key=settings.upstream_api_key.get_secret_value()
         if settings.upstream_api_key
         else None,
+        seal_key=settings.seal_key.get_secret_value() if settings.seal_key else None,
+        local_device=settings.local_device,
+        local_threads=settings.local_threads,
+        local_max_models=settings.local_max_models,
     )
 
 

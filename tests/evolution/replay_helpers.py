@@ -228,10 +228,12 @@ async def record(
                 assert run_tool is not None, "the model called a tool but no run_tool was given"
                 output = run_tool(call["function"]["name"], call["function"]["arguments"])
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": output})
+                # As the gateway classifies a result: one that starts with "error" failed.
+                error = "tool_error" if output.lower().startswith("error") else None
                 recorder.add(
                     EventKind.TOOL_CALL,
                     tool_replay,
                     action=ToolCallAction(call=_tool_call(call)),
-                    outcome=Outcome(tool_return=output, success=True),
+                    outcome=Outcome(tool_return=output, error_class=error, success=error is None),
                 )
     return recorder.events

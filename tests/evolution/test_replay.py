@@ -18,7 +18,10 @@ from evolution.replay import (
     ReplayedTrajectory,
     RequiredFacts,
     ScoringContext,
+    ToolCallsSucceeded,
     ToolCallsValid,
+    ToolOutput,
+    ToolResult,
     combine,
     parse_judge_score,
     replay_trajectory,
@@ -109,6 +112,9 @@ async def test_deterministic_replay_on_the_same_version_reproduces_every_action(
     assert all(step.matched for step in replayed.steps)
     assert replayed.reproduced and replayed.stopped_reason is None  # user messages don't stop
     assert served.requests == [request_body(e) for e in llm_calls]
+    # The repeated tool call keeps its recorded result.
+    (result,) = replayed.steps[0].tool_results
+    assert (result.tool, result.output, result.error) == ("lookup_order", SHIPPED, None)
 
 
 async def test_deterministic_replay_on_a_changed_version_does_not_match():
@@ -116,6 +122,7 @@ async def test_deterministic_replay_on_a_changed_version_does_not_match():
     replayed = await replay_trajectory(events, FactModel(id_format="int"), mode="deterministic")
     assert [step.matched for step in replayed.steps] == [False, True, True]
     assert not replayed.reproduced
+    assert replayed.steps[0].tool_results == []  # what the new call would get is unknown
 
 
 # --- approximate ---------------------------------------------------------------------------
@@ -134,6 +141,14 @@ async def test_approximate_replay_substitutes_recorded_tool_outputs_while_calls_
     assert after_call[-2]["tool_calls"][0]["id"] == "new_2"
     assert served.requests[2]["messages"][-1]["content"] == "What is the refund window?"
     assert simulated == []
+    assert replayed.steps[0].tool_results == [
+        ToolResult(
+            call_id="new_2",
+            tool="lookup_order",
+            arguments='{"order_id": "A-1"}',
+            output=SHIPPED,
+        )
+    ]
 
 
 async def test_approximate_replay_follows_the_new_answers_not_the_recorded_ones():
@@ -169,6 +184,37 @@ async def test_approximate_replay_continues_with_the_tool_simulator_on_divergenc
     assert [step.simulated for step in replayed.steps] == [True, False, False]
     assert served.requests[1]["messages"][-1]["content"] == '{"status": "simulated"}'
     assert served.requests[2]["messages"][-1]["content"] == "What is the refund window?"
+    (result,) = replayed.steps[0].tool_results
+    assert result.simulated and result.arguments == '{"order_id": 1}' and result.error is None
+
+
+async def test_a_simulator_that_declines_the_tool_stops_the_replay_at_the_divergence():
+    events = await order_then_question()
+    asked: list[str] = []
+
+    def only_refunds(name: str, arguments: str) -> str | None:
+        asked.append(name)
+        return "refunded" if name == "refund" else None
+
+    replayed = await replay_trajectory(
+        events, FactModel(id_format="int"), mode="approximate", tool_simulator=only_refunds
+    )
+    assert asked == ["lookup_order"]
+    assert replayed.diverged_at == 0 and len(replayed.steps) == 1
+    assert "the tool simulator does not simulate it" in replayed.stopped_reason
+    assert replayed.steps[0].tool_results == []
+
+
+async def test_a_simulator_is_never_called_while_the_calls_match():
+    events = await order_then_question()
+    calls: list[str] = []
+    replayed = await replay_trajectory(
+        events,
+        FactModel(call_prefix="new"),
+        mode="approximate",
+        tool_simulator=lambda name, arguments: calls.append(name) or "never",
+    )
+    assert replayed.reproduced and calls == []
 
 
 async def test_a_simulated_tool_turn_still_receives_the_users_next_message():
@@ -226,6 +272,35 @@ async def test_tool_calls_valid_fails_a_tool_that_was_not_offered():
 
     replayed = await replay_trajectory(events, calls_unoffered, mode="deterministic")
     assert await ToolCallsValid().score(replayed, events, ScoringContext()) == 0.0
+
+
+def failing_lookup(name: str, arguments: str) -> str:
+    return "Error: order_id must look like A-1"
+
+
+async def test_tool_calls_succeeded_counts_what_the_tools_answered():
+    refused = await record(
+        FactModel(),
+        ["Where is order A-1?"],
+        tools=[LOOKUP_ORDER],
+        run_tool=failing_lookup,
+    )
+    scorer = ToolCallsSucceeded()
+    # The same call again gets the recorded refusal; a new call what the simulator says.
+    assert await _scores(scorer, refused, FactModel(), mode="approximate") == 0.0
+    assert await _scores(scorer, await order_then_question(), FactModel()) == 1.0
+
+    async def scored(simulator) -> float | None:
+        replayed = await replay_trajectory(
+            refused, FactModel(id_format="int"), mode="approximate", tool_simulator=simulator
+        )
+        return await scorer.score(replayed, refused, ScoringContext())
+
+    assert await scored(lambda name, arguments: ToolOutput(output="ok")) == 1.0
+    assert await scored(lambda name, arguments: ToolOutput(output="no", error="invalid")) == 0.0
+    assert await scored(None) is None  # stopped at the divergence: no tool answered
+    no_tools = await record(FactModel(), ["What is the refund window?"])
+    assert await _scores(scorer, no_tools, FactModel()) is None
 
 
 async def test_required_facts_scores_the_fraction_stated_in_the_final_answer():

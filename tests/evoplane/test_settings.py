@@ -55,3 +55,32 @@ def test_unknown_keys_in_the_file_are_refused(tmp_path: Path) -> None:
     (tmp_path / "evoplane.toml").write_text("mlflow_prot = 1\n")
     with pytest.raises(ValidationError, match="mlflow_prot"):
         load_settings()
+
+
+def test_tool_simulators_load_from_an_import_path_or_say_what_is_wrong() -> None:
+    from evoplane.settings import SettingsError
+    from evoplane.worker import load_tool_simulators
+
+    assert load_tool_simulators(None) == {}
+    loaded = load_tool_simulators("tests.evoplane.test_settings:SIMULATORS")
+    assert loaded["echo"]("lookup", '{"id": 1}') == "lookup"
+    for bad in ("tests.evoplane.nope:SIMULATORS", "tests.evoplane.test_settings:MISSING"):
+        with pytest.raises(SettingsError, match="cannot be loaded"):
+            load_tool_simulators(bad)
+    with pytest.raises(SettingsError, match="mapping from name to a callable"):
+        load_tool_simulators("tests.evoplane.test_settings:NOT_CALLABLE")
+
+
+SIMULATORS = {"echo": lambda name, arguments: name}
+NOT_CALLABLE = {"echo": "not a function"}
+
+
+def test_gateway_config_carries_the_seal_key_and_local_engine_settings(monkeypatch) -> None:
+    from evoplane.cli.gateway_cmd import gateway_config
+
+    monkeypatch.setenv("EVOPLANE_SEAL_KEY", "k" * 43 + "=")
+    monkeypatch.setenv("EVOPLANE_LOCAL_THREADS", "1")
+    monkeypatch.setenv("EVOPLANE_LOCAL_DEVICE", "cuda:1")
+    config = gateway_config(load_settings())
+    assert config.seal_key == "k" * 43 + "="
+    assert (config.local_threads, config.local_device) == (1, "cuda:1")

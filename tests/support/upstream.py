@@ -7,8 +7,13 @@
 
 Replies are derived from the request, so a test can see what reached the upstream: the text is
 `echo: <last user message>`, followed by ` (system: <system prompt>)` when there is one. A last
-user message containing `call <tool> with {json}`, for a tool listed in `tools`, is answered with
-that tool call. Standalone, for benchmarks in their own process:
+message from the user containing `call <tool> with {json}`, for a tool listed in `tools`, is
+answered with that tool call (after a tool's result the model answers in text).
+
+`Behaviour` makes the model depend on its context the way a real one does, for replay and
+operator tests: seeded sampling at temperature > 0, tool arguments written the way the tool
+schema describes them, answers taken from facts in the system prompt. Standalone, for
+benchmarks in their own process:
 
     python -m tests.support.upstream --delay-ms 20   # prints the base URL; stdin EOF stops it
 """
@@ -17,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
+import random
 import re
 import socket
 import sys
@@ -27,11 +34,12 @@ import zlib
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 import uvicorn
 
-__all__ = ["Fault", "ScriptedUpstream", "completion", "completion_chunks"]
+__all__ = ["Behaviour", "Fault", "ScriptedUpstream", "completion", "completion_chunks"]
 
 CREATED = 1_700_000_000  # fixed, so replies are byte-for-byte deterministic
 TOOL_REQUEST = re.compile(r"call ([\w.-]+) with (\{.*\})", re.DOTALL)
@@ -47,6 +55,29 @@ class Fault:
     seconds: float = 60.0
 
 
+@dataclass(frozen=True)
+class Behaviour:
+    """How the scripted model depends on its context, beyond echoing it.
+
+    Args:
+        sampling: at temperature > 0 the text reply ends with sampled words: with a `seed`, a
+            deterministic function of the seed, model, decoding and messages (another seed
+            samples other words); without one, fresh randomness, as a real sampler gives.
+        follows_schema: tool arguments are written the way the offered schema describes
+            them: a value outside an `enum` becomes the member it names, a date a `format:
+            date` parameter wants in ISO form, an id takes the shape of the parameter's first
+            example (in `examples`, or quoted after "like"/"e.g." in its description). A
+            bare `pattern` is not read (small models do not read regexes). An argument the
+            schema does not name goes to the one unfilled parameter ending in `_<name>`.
+        answers: "echo" (above), or "facts": the answer is the system prompt's sentence that
+            shares the most words with the user's question, else "I don't know."
+    """
+
+    sampling: bool = False
+    follows_schema: bool = False
+    answers: Literal["echo", "facts"] = "echo"
+
+
 class ScriptedUpstream:
     """A uvicorn server in a background thread on a free loopback port.
 
@@ -58,6 +89,7 @@ class ScriptedUpstream:
         models: ids listed by GET /v1/models; the first is the default reply model.
         api_key: when set, chat requests without `Authorization: Bearer <api_key>` get 401.
         record: keep every request body in `requests` (benchmarks turn it off).
+        behaviour: how replies depend on the context (default: echo, no sampling).
     """
 
     def __init__(
@@ -67,8 +99,10 @@ class ScriptedUpstream:
         models: tuple[str, ...] = ("scripted-model",),
         api_key: str | None = None,
         record: bool = True,
+        behaviour: Behaviour = Behaviour(),
     ) -> None:
         self.delay_ms = delay_ms
+        self.behaviour = behaviour
         self.models = models
         self.api_key = api_key
         self.record = record
@@ -207,17 +241,23 @@ class ScriptedUpstream:
         if not isinstance(body.get("messages"), list) or not body["messages"]:
             return await _send_error(send, 400, "'messages' must be a non-empty list")
         self._issued += 1
-        reply = completion(body, f"chatcmpl-scripted-{self._issued}", self.models[0])
+        reply = completion(
+            body, f"chatcmpl-scripted-{self._issued}", self.models[0], self.behaviour
+        )
         if body.get("stream"):
             await _send_sse(send, completion_chunks(body, reply))
         else:
             await _send_json(send, 200, reply)
 
 
-def completion(body: dict, completion_id: str, default_model: str) -> dict:
+def completion(
+    body: dict, completion_id: str, default_model: str, behaviour: Behaviour = Behaviour()
+) -> dict:
     """The `chat.completion` this upstream answers `body` with."""
-    text = _reply_text(body["messages"])
-    tool_call = _tool_call(body)
+    text = _reply_text(body["messages"], behaviour)
+    if behaviour.sampling:
+        text = _sampled(body, text, default_model)
+    tool_call = _tool_call(body, behaviour)
     generated = [_choice(body, index, text, tool_call) for index in range(int(body.get("n") or 1))]
     choices = [choice for choice, _ in generated]
     prompt_tokens = sum(len(_tokens(_text_of(m.get("content")))) for m in body["messages"])
@@ -289,26 +329,143 @@ def _choice(body: dict, index: int, text: str, tool_call: dict | None) -> tuple[
     return choice, len(generated)
 
 
-def _reply_text(messages: list[dict]) -> str:
+def _reply_text(messages: list[dict], behaviour: Behaviour) -> str:
     user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
     system = next((m for m in messages if m.get("role") in {"system", "developer"}), None)
+    if behaviour.answers == "facts":
+        return _answer_from_facts(_text_of(user.get("content")), messages)
     text = f"echo: {_text_of(user.get('content'))}"
     return text if system is None else f"{text} (system: {_text_of(system.get('content'))})"
 
 
-def _tool_call(body: dict) -> dict | None:
-    user = next((m for m in reversed(body["messages"]) if m.get("role") == "user"), {})
-    match = TOOL_REQUEST.search(_text_of(user.get("content")))
-    declared = {tool.get("function", {}).get("name") for tool in body.get("tools") or []}
+def _tool_call(body: dict, behaviour: Behaviour) -> dict | None:
+    last = body["messages"][-1]
+    if last.get("role") != "user":  # after a tool's result, the model answers in text
+        return None
+    match = TOOL_REQUEST.search(_text_of(last.get("content")))
+    declared = {
+        tool.get("function", {}).get("name"): tool.get("function", {}).get("parameters")
+        for tool in body.get("tools") or []
+    }
     if match is None or match.group(1) not in declared:
         return None
     try:
-        arguments = json.dumps(json.loads(match.group(2)), separators=(",", ":"))
+        requested = json.loads(match.group(2))
     except ValueError:
         return None
+    schema = declared[match.group(1)]
+    if behaviour.follows_schema and isinstance(requested, dict) and isinstance(schema, dict):
+        requested = _following(requested, schema)
+    arguments = json.dumps(requested, separators=(",", ":"))
     call_id = f"call_{zlib.crc32(match.group(0).encode()):08x}"
     function = {"name": match.group(1), "arguments": arguments}
     return {"id": call_id, "type": "function", "function": function}
+
+
+# --- context-dependent behaviour ---------------------------------------------------------
+
+_SAMPLED_WORDS = (
+    "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november "
+    "oscar papa quebec romeo sierra tango uniform victor whiskey xray yankee zulu amber coral "
+    "ivory jade onyx ruby"
+).split()
+
+
+def _sampled(body: dict, text: str, default_model: str) -> str:
+    """`text` with five sampled words, at temperature > 0 (greedy decoding adds none)."""
+    if not body.get("temperature"):
+        return text
+    seed = body.get("seed")
+    if seed is None:
+        rng: random.Random = random.SystemRandom()
+    else:
+        context = [
+            seed,
+            body.get("model") or default_model,
+            body.get("temperature"),
+            body.get("top_p"),
+            [_message_view(m) for m in body["messages"]],
+        ]
+        digest = hashlib.sha256(json.dumps(context, sort_keys=True).encode()).digest()
+        rng = random.Random(digest)
+    return f"{text} ~ {' '.join(rng.choice(_SAMPLED_WORDS) for _ in range(5))}"
+
+
+def _message_view(message: dict) -> list:
+    """What of a message a model reads: clients may serialise the rest differently."""
+    calls = [
+        [(c.get("function") or {}).get("name"), (c.get("function") or {}).get("arguments")]
+        for c in message.get("tool_calls") or []
+    ]
+    return [message.get("role"), _text_of(message.get("content")), calls]
+
+
+_EXAMPLE_IN_TEXT = re.compile(r"""\b(?:like|e\.g\.|example:?)\s+["'`]([^"'`]+)["'`]""", re.I)
+_DATE_FORMATS = ("%m/%d/%Y", "%d.%m.%Y", "%Y/%m/%d", "%B %d %Y", "%B %d, %Y", "%b %d, %Y")
+
+
+def _following(arguments: dict, schema: dict) -> dict:
+    """The arguments as a model that reads the schema writes them."""
+    properties = schema.get("properties") or {}
+    written = {}
+    for key, value in arguments.items():
+        name = key if key in properties else _parameter_for(key, properties, arguments)
+        written[name] = _conformed(value, properties.get(name) or {})
+    return written
+
+
+def _parameter_for(key: str, properties: dict, given: dict) -> str:
+    unfilled = [name for name in properties if name.endswith(f"_{key}") and name not in given]
+    return unfilled[0] if len(unfilled) == 1 else key
+
+
+def _conformed(value: Any, prop: dict) -> Any:
+    if not isinstance(value, str):
+        return value
+    if "enum" in prop:
+        folded = {re.sub(r"[\W_]", "", str(m)).casefold(): m for m in prop["enum"]}
+        return folded.get(re.sub(r"[\W_]", "", value).casefold(), value)
+    if prop.get("format") == "date":
+        return _iso_date(value)
+    examples = prop.get("examples") or _EXAMPLE_IN_TEXT.findall(prop.get("description") or "")
+    example = examples[0] if examples and isinstance(examples[0], str) else None
+    digits = "".join(re.findall(r"\d", value))
+    if example is None or not digits or len(re.findall(r"\d+", example)) != 1:
+        return value
+    return re.sub(r"\d+", digits, example)
+
+
+def _iso_date(value: str) -> str:
+    for pattern in _DATE_FORMATS:
+        try:
+            return datetime.strptime(value, pattern).date().isoformat()
+        except ValueError:
+            continue
+    return value
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset("what when where which your have does with this that from about there".split())
+
+
+def _answer_from_facts(question: str, messages: list[dict]) -> str:
+    """The system prompt's sentence sharing the most words with the question (the first on
+    a tie), else "I don't know."; words of under four letters and common ones don't count."""
+    asked = _content_words(question)
+    best, shared = None, 0
+    for message in messages:
+        if message.get("role") not in {"system", "developer"}:
+            continue
+        for line in _text_of(message.get("content")).splitlines():
+            for sentence in re.split(r"(?<=[.!?])\s+", line.strip(" -*\t")):
+                found = len(asked & _content_words(sentence))
+                if found > shared:
+                    best, shared = sentence, found
+    return best if best else "I don't know."
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.casefold()) if len(w) >= 4 and w not in _STOP}
 
 
 def _text_of(content: Any) -> str:
