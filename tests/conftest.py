@@ -59,15 +59,25 @@ def postgres_schema_url(schema: str) -> str:
     return str(sa.make_url(POSTGRES_URL).update_query_dict({"options": f"-csearch_path={schema}"}))
 
 
-@pytest.fixture
-def postgres_schema(postgres_admin: sa.Engine) -> Iterator[str]:
-    """A schema of its own for one test, dropped afterwards, so runs never collide."""
+def _own_schema(postgres_admin: sa.Engine) -> Iterator[str]:
     schema = f"t_{uuid.uuid4().hex[:16]}"
     with postgres_admin.begin() as connection:
         connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
     yield schema
     with postgres_admin.begin() as connection:
         connection.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+
+
+@pytest.fixture
+def postgres_schema(postgres_admin: sa.Engine) -> Iterator[str]:
+    """A schema of its own for one test, dropped afterwards, so runs never collide."""
+    yield from _own_schema(postgres_admin)
+
+
+@pytest.fixture(scope="module")
+def postgres_schema_module(postgres_admin: sa.Engine) -> Iterator[str]:
+    """A schema shared by one test module's tests (for data that is costly to record)."""
+    yield from _own_schema(postgres_admin)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

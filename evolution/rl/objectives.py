@@ -1,0 +1,142 @@
+"""Policy-gradient objectives: GRPO and PPO-clip, with a decoupled importance weight.
+
+Served traffic is off-policy by the time it is trained on: the weights that produced it (the
+*behaviour* policy, whose logprobs the gateway recorded) are older than the weights being
+updated. Following AReaL's decoupled PPO, the clipped ratio is taken against the *proximal*
+policy (the current weights before this update) and the gap between proximal and behaviour is
+corrected by a separate, truncated importance weight:
+
+    loss = - w * min(r * A, clip(r, 1 - eps_low, 1 + eps_high) * A),
+    r = pi_theta / pi_prox,   w = min(pi_prox / pi_behav, w_max)   (per token)
+
+With on-policy samples w = 1 and this is plain PPO/GRPO. `eps_high > eps_low` is DAPO's
+clip-higher. GRPO's advantage is the group-normalised reward; PPO here uses the same
+sequence-level advantage (no value model) with a KL penalty to the reference weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = [
+    "LossTerms",
+    "ObjectiveConfig",
+    "group_advantages",
+    "mixed_groups",
+    "policy_loss",
+]
+
+
+@dataclass(frozen=True)
+class ObjectiveConfig:
+    """How the policy loss is formed.
+
+    Args:
+        kind: "grpo" (group-normalised advantages, KL optional) or "ppo" (KL penalty on).
+        eps_low / eps_high: the clip range of the ratio; eps_high > eps_low is clip-higher.
+        kl_coef: weight of the KL penalty to the reference policy (k3 estimator).
+        max_importance_weight: truncation of the behaviour correction w.
+        normalise_std: divide group advantages by the group's reward std (GRPO); off gives
+            Dr. GRPO's mean-only baseline.
+    """
+
+    kind: Literal["grpo", "ppo"] = "grpo"
+    eps_low: float = 0.2
+    eps_high: float = 0.2
+    kl_coef: float = 0.0
+    max_importance_weight: float = 5.0
+    normalise_std: bool = True
+
+
+@dataclass(frozen=True)
+class LossTerms:
+    """The loss and what a person watches while it trains."""
+
+    loss: Any
+    policy: float
+    kl: float
+    clip_fraction: float
+    importance_weight: float
+
+
+def group_advantages(
+    rewards: Sequence[float], groups: Sequence[Any], *, normalise_std: bool = True
+) -> list[float]:
+    """Each sample's reward minus its group's mean (over the group's std when asked).
+
+    A group whose rewards are all equal carries no signal: its advantages are 0.
+    """
+    by_group: dict[Any, list[float]] = {}
+    for reward, group in zip(rewards, groups, strict=True):
+        by_group.setdefault(group, []).append(reward)
+    stats = {}
+    for group, values in by_group.items():
+        mean = sum(values) / len(values)
+        var = sum((v - mean) ** 2 for v in values) / len(values)
+        stats[group] = (mean, var**0.5)
+    advantages = []
+    for reward, group in zip(rewards, groups, strict=True):
+        mean, std = stats[group]
+        centred = reward - mean
+        if normalise_std:
+            centred = centred / std if std > 1e-6 else 0.0
+        advantages.append(centred)
+    return advantages
+
+
+def mixed_groups(rewards: Sequence[float], groups: Sequence[Any]) -> set[Any]:
+    """The groups whose rewards differ (DAPO's dynamic sampling keeps only these)."""
+    seen: dict[Any, set[float]] = {}
+    for reward, group in zip(rewards, groups, strict=True):
+        seen.setdefault(group, set()).add(round(reward, 9))
+    return {group for group, values in seen.items() if len(values) > 1}
+
+
+def policy_loss(
+    logprobs: Any,
+    proximal: Any,
+    behaviour: Any,
+    advantages: Any,
+    mask: Any,
+    config: ObjectiveConfig,
+    reference: Any = None,
+) -> LossTerms:
+    """The token-mean policy loss over a batch of completions.
+
+    Args:
+        logprobs: [B, T] logprobs of the sampled tokens under the weights being trained.
+        proximal: [B, T] the same under the weights before this update (no gradient).
+        behaviour: [B, T] the logprobs recorded when the tokens were produced.
+        advantages: [B] one advantage per completion.
+        mask: [B, T] 1 for real tokens.
+        reference: [B, T] logprobs under the reference weights, for the KL penalty.
+    """
+    import torch
+
+    proximal = proximal.detach()
+    ratio = torch.exp(logprobs - proximal)
+    weight = torch.exp(proximal - behaviour.detach()).clamp(max=config.max_importance_weight)
+    adv = advantages[:, None]
+    clipped = ratio.clamp(1.0 - config.eps_low, 1.0 + config.eps_high)
+    per_token = -weight * torch.minimum(ratio * adv, clipped * adv)
+    tokens = mask.sum().clamp(min=1.0)
+    kl = torch.zeros((), device=logprobs.device)
+    if reference is not None:
+        # k3: an unbiased, always non-negative estimate of KL(pi_theta || pi_ref).
+        delta = reference.detach() - logprobs
+        kl = ((torch.exp(delta) - delta - 1.0) * mask).sum() / tokens
+    coef = config.kl_coef if (config.kind == "ppo" or config.kl_coef) else 0.0
+    policy = (per_token * mask).sum() / tokens
+    loss = policy + coef * kl
+    with torch.no_grad():
+        clip_frac = (((ratio - clipped).abs() > 1e-6).float() * mask).sum() / tokens
+        mean_w = (weight * mask).sum() / tokens
+    return LossTerms(
+        loss=loss,
+        policy=float(policy.detach()),
+        kl=float(kl.detach()),
+        clip_fraction=float(clip_frac),
+        importance_weight=float(mean_w),
+    )

@@ -1,0 +1,152 @@
+"""The policy being trained: a causal LM and its tokenizer, with sampling and scoring.
+
+Two numbers matter to RL and both come from here: the token ids a completion is made of and
+the log-probability of each under the policy. `sample` returns them for new group samples;
+`token_logprobs` recomputes them for any (prompt, completion) pair, which is how the trainer
+checks that ids and logprobs recorded by the gateway are the model's own (ratio 1 on-policy).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Completion", "Policy"]
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One sampled completion: its token ids, their logprobs, and its decoded text."""
+
+    token_ids: list[int]
+    logprobs: list[float]
+    text: str
+
+
+class Policy:
+    """A transformers causal LM with the chat template it was trained with.
+
+    Args:
+        model: a `PreTrainedModel` (optionally a peft model).
+        tokenizer: its tokenizer; the chat template turns recorded requests into prompts.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.eos_id = tokenizer.eos_token_id
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        # transformers 5 renamed the KV cache argument; use whichever this model takes.
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        forward = inspect.signature(base.forward).parameters
+        self._cache_kwarg = "cache" if "cache" in forward else "past_key_values"
+
+    @classmethod
+    def load(cls, directory: str | Path, *, device: str = "cpu") -> Policy:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(directory)
+        model = AutoModelForCausalLM.from_pretrained(directory).to(device)
+        return cls(model, tokenizer)
+
+    @property
+    def device(self) -> Any:
+        return next(self.model.parameters()).device
+
+    def prompt_ids(
+        self, messages: Sequence[dict], tools: Sequence[dict] | None = None
+    ) -> list[int]:
+        """The token ids the model sees for a chat request, ending with the assistant turn."""
+        rendered = self.tokenizer.apply_chat_template(
+            list(messages),
+            tools=list(tools) if tools else None,
+            add_generation_prompt=True,
+            tokenize=False,
+        )
+        return self.tokenizer.encode(rendered, add_special_tokens=False)
+
+    def sample(
+        self,
+        prompt: Sequence[int],
+        n: int,
+        *,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        generator: Any = None,
+    ) -> list[Completion]:
+        """`n` completions of one prompt, sampled at `temperature` (0: greedy), with logprobs.
+
+        The logprob of each token is taken under the distribution it was drawn from
+        (logits / temperature), which is the behaviour policy an importance weight needs.
+        """
+        import torch
+
+        ids = torch.tensor([list(prompt)] * n, device=self.device)
+        finished = torch.zeros(n, dtype=torch.bool, device=self.device)
+        tokens: list[torch.Tensor] = []
+        logprobs: list[torch.Tensor] = []
+        cache = None
+        step_input = ids
+        with torch.no_grad():
+            for _ in range(max_new_tokens):
+                out = self.model(input_ids=step_input, use_cache=True, **{self._cache_kwarg: cache})
+                cache = out.get("cache") if out.get("cache") is not None else out.past_key_values
+                logits = out.logits[:, -1, :].float()
+                if temperature > 0:
+                    logp = torch.log_softmax(logits / temperature, dim=-1)
+                    token = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
+                else:
+                    logp = torch.log_softmax(logits, dim=-1)
+                    token = logp.argmax(dim=-1)
+                token = torch.where(finished, torch.full_like(token, self.pad_id), token)
+                tokens.append(token)
+                logprobs.append(logp.gather(1, token[:, None]).squeeze(1))
+                finished |= token == self.eos_id
+                if bool(finished.all()):
+                    break
+                step_input = token[:, None]
+        return [self._completion(i, tokens, logprobs) for i in range(n)]
+
+    def _completion(self, row: int, tokens: list, logprobs: list) -> Completion:
+        ids: list[int] = []
+        lps: list[float] = []
+        for token, logp in zip(tokens, logprobs, strict=True):
+            ids.append(int(token[row]))
+            lps.append(float(logp[row]))
+            if ids[-1] == self.eos_id:
+                break
+        text = self.tokenizer.decode([t for t in ids if t != self.eos_id])
+        return Completion(token_ids=ids, logprobs=lps, text=text)
+
+    def token_logprobs(
+        self,
+        prompt: Sequence[int],
+        completions: Sequence[Sequence[int]],
+        *,
+        temperature: float = 1.0,
+        grad: bool = False,
+    ) -> tuple[Any, Any]:
+        """Per-token logprobs of each completion after one shared prompt.
+
+        Returns:
+            (logprobs, mask): tensors of shape [len(completions), longest completion]; the mask
+            is 1 where a completion has a token. With `grad` the logprobs carry gradients.
+        """
+        import torch
+
+        width = max(len(c) for c in completions)
+        rows = [list(prompt) + list(c) + [self.pad_id] * (width - len(c)) for c in completions]
+        ids = torch.tensor(rows, device=self.device)
+        mask = torch.tensor(
+            [[1.0] * len(c) + [0.0] * (width - len(c)) for c in completions], device=self.device
+        )
+        with torch.set_grad_enabled(grad):
+            logits = self.model(input_ids=ids).logits[:, len(prompt) - 1 : -1, :].float()
+            if temperature > 0:
+                logits = logits / temperature
+            logp = torch.log_softmax(logits, dim=-1)
+            chosen = logp.gather(2, ids[:, len(prompt) :, None]).squeeze(2)
+        return chosen * mask, mask

@@ -1,0 +1,77 @@
+"""Verifiable rewards for sampled completions: checks a program can make, no judge needed.
+
+GRPO learns only from groups whose samples differ in reward, so a reward must separate a
+right decision from a wrong one sharply: here, whether the sample calls the prompt's
+reference tool with arguments that validate against the tool's real JSON schema.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+from atdp.tool_text import parse_tool_calls
+from evolution.rl.samples import RecordedPrompt
+
+__all__ = ["RewardFunction", "ToolCallReward"]
+
+
+class RewardFunction(Protocol):
+    """Scores one sampled completion text of a recorded prompt, in [0, 1]."""
+
+    def __call__(self, prompt: RecordedPrompt, text: str) -> float: ...
+
+
+class ToolCallReward:
+    """1 for exactly one call of the reference tool with schema-valid arguments, else 0.
+
+    Args:
+        match_arguments: also require the reference's argument values (else any valid ones).
+        format_credit: reward for a well-formed call of the wrong tool; a little credit keeps
+            the output structure from drifting while the decision is learned.
+    """
+
+    def __init__(self, *, match_arguments: bool = False, format_credit: float = 0.0) -> None:
+        self.match_arguments = match_arguments
+        self.format_credit = format_credit
+
+    def __call__(self, prompt: RecordedPrompt, text: str) -> float:
+        if prompt.reference is None:
+            return 0.0
+        content, calls = parse_tool_calls(text)
+        if len(calls) != 1 or (content or "").strip():
+            return 0.0
+        name = calls[0]["function"]["name"]
+        try:
+            arguments = json.loads(calls[0]["function"]["arguments"])
+        except ValueError:
+            return 0.0
+        if name != prompt.reference["name"] or not _valid(arguments, _schema(prompt, name)):
+            return self.format_credit if _offered(prompt, name) else 0.0
+        if self.match_arguments and arguments != prompt.reference.get("arguments"):
+            return self.format_credit
+        return 1.0
+
+
+def _schema(prompt: RecordedPrompt, name: str) -> dict[str, Any] | None:
+    for tool in prompt.tools:
+        function = tool.get("function") or {}
+        if function.get("name") == name:
+            return function.get("parameters") or {}
+    return None
+
+
+def _offered(prompt: RecordedPrompt, name: str) -> bool:
+    return _schema(prompt, name) is not None
+
+
+def _valid(arguments: Any, schema: dict[str, Any] | None) -> bool:
+    import jsonschema
+
+    if schema is None:
+        return False
+    try:
+        jsonschema.validate(arguments, schema)
+    except jsonschema.ValidationError:
+        return False
+    return True

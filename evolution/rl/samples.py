@@ -1,0 +1,151 @@
+"""Training prompts from captured traffic: what the gateway recorded, ready for RL.
+
+Only what a training export may hold is read (`registry.export_records`: training-eligible
+events of real user traffic, never shadow or evaluation traffic), for the tenants a job is
+allowed to train on. Each recorded llm_call becomes a `RecordedPrompt`: the request the model
+saw (after overlays), the tools it was offered, the completion it produced with the token ids
+and behaviour logprobs the gateway captured, and its effective reward.
+
+A prompt's *reference* is the tool call known to be right for it: its own call when that step
+was rewarded, else the rewarded call that resolved the same user turn later in the trajectory
+(the agent's retry or the user's correction). Verifiable rewards compare samples with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlmodel import Session
+
+__all__ = ["RecordedPrompt", "recorded_prompts", "split_holdout"]
+
+# A step with at least this effective reward counts as a success.
+SUCCESS = 0.5
+
+
+@dataclass(frozen=True)
+class RecordedPrompt:
+    """One captured llm_call as a training prompt."""
+
+    event_id: str
+    tenant: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    reward: float | None = None
+    model_checkpoint: str | None = None
+    reference: dict[str, Any] | None = None  # {"name": ..., "arguments": {...}}
+
+    @property
+    def has_behaviour(self) -> bool:
+        """Whether the recorded completion can join its group (ids and logprobs aligned)."""
+        return bool(self.token_ids) and self.logprobs is not None
+
+
+def recorded_prompts(
+    session: Session,
+    agent: str,
+    tenants: Sequence[str],
+    *,
+    since: datetime | None = None,
+    limit: int = 100_000,
+) -> list[RecordedPrompt]:
+    """The agent's training-eligible llm_calls from `tenants`, oldest first."""
+    from registry import export_records
+
+    prompts: list[RecordedPrompt] = []
+    for tenant in tenants:
+        for record in export_records(session, tenant, agent, since=since, limit=limit):
+            prompts.extend(_prompts_of(record))
+    return prompts
+
+
+def _prompts_of(record: dict[str, Any]) -> list[RecordedPrompt]:
+    tools = _offered_tools(record["events"])
+    steps = record["steps"]
+    references = _references(steps)
+    return [
+        RecordedPrompt(
+            event_id=step["event_id"],
+            tenant=record["tenant"],
+            messages=step["messages"],
+            tools=tools.get(step["event_id"], []),
+            token_ids=step["token_ids"],
+            logprobs=step["logprobs"],
+            reward=step["reward"] if step["reward"] is not None else record["reward"],
+            model_checkpoint=step["model_checkpoint"],
+            reference=references.get(step["event_id"]),
+        )
+        for step in steps
+    ]
+
+
+def _offered_tools(events: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The OpenAI `tools` each llm_call was offered, from its recorded observation."""
+    offered = {}
+    for event in events:
+        observation = event.get("observation") or {}
+        offered[event["id"]] = [
+            {"type": "function", "function": _function(tool)}
+            for tool in observation.get("tools") or []
+        ]
+    return offered
+
+
+def _function(tool: dict[str, Any]) -> dict[str, Any]:
+    function = {"name": tool["name"], "parameters": tool.get("parameters") or {}}
+    if tool.get("description"):
+        function["description"] = tool["description"]
+    return function
+
+
+def _references(steps: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each step's known-right call: its own when rewarded, else the next rewarded one
+    answering the same last user message."""
+    references: dict[str, dict[str, Any]] = {}
+    for i, step in enumerate(steps):
+        for later in steps[i:]:
+            if _last_user(later) != _last_user(step):
+                break
+            call = _rewarded_call(later)
+            if call is not None:
+                references[step["event_id"]] = call
+                break
+    return references
+
+
+def _last_user(step: dict[str, Any]) -> Any:
+    users = [m.get("content") for m in step["messages"] if m.get("role") == "user"]
+    return users[-1] if users else None
+
+
+def _rewarded_call(step: dict[str, Any]) -> dict[str, Any] | None:
+    import json
+
+    calls = step["completion"]["tool_calls"]
+    if step["reward"] is None or step["reward"] < SUCCESS or len(calls) != 1:
+        return None
+    try:
+        arguments = json.loads(calls[0]["arguments"] or "{}")
+    except ValueError:
+        return None
+    return {"name": calls[0]["name"], "arguments": arguments}
+
+
+def split_holdout(
+    prompts: Sequence[RecordedPrompt], fraction: float, *, seed: int = 0
+) -> tuple[list[RecordedPrompt], list[RecordedPrompt]]:
+    """(train, held out): a stable split by event id, so a resumed job holds out the same."""
+    import hashlib
+
+    def bucket(prompt: RecordedPrompt) -> float:
+        digest = hashlib.sha256(f"{seed}:{prompt.event_id}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") / 2**64
+
+    train = [p for p in prompts if bucket(p) >= fraction]
+    held = [p for p in prompts if bucket(p) < fraction]
+    return train, held

@@ -1,0 +1,72 @@
+"""How an agent's weight evolutions train: part of its evolution settings.
+
+Validated where people set it (`evoplane agent configure`, the control API), turned into the
+trainer's `TrainConfig` when a job starts. The defaults are the ones measured on the tiny
+model on a 2-core CPU (benchmarks and tests/evolution/rl).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from evolution.rl.objectives import ObjectiveConfig
+from evolution.rl.trainer import LoraSettings, TrainConfig
+
+__all__ = ["TrainingSettings"]
+
+
+class TrainingSettings(BaseModel):
+    """Args:
+    objective: grpo (group-normalised advantages) or ppo (clip with a KL penalty).
+    lora_rank: train a LoRA adapter of this rank (merged into the result); None trains all
+        weights, which the tiny model wants.
+    holdout: the share of recorded prompts kept out of training to measure the candidate.
+    backend: torch (CPU or one GPU) or megatron (GPU workers with megatron-core).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    objective: Literal["grpo", "ppo"] = "grpo"
+    steps: int = Field(default=100, ge=1, le=100_000)
+    prompts_per_step: int = Field(default=8, ge=1)
+    group_size: int = Field(default=8, ge=2)
+    learning_rate: float = Field(default=3e-4, gt=0, lt=1)
+    max_new_tokens: int = Field(default=96, ge=1)
+    temperature: float = Field(default=1.0, gt=0)
+    eps_low: float = Field(default=0.2, gt=0, lt=1)
+    eps_high: float = Field(default=0.28, gt=0)
+    kl_coef: float = Field(default=0.0, ge=0)
+    dynamic_sampling: bool = True
+    lora_rank: int | None = Field(default=None, ge=1)
+    checkpoint_every: int = Field(default=25, ge=1)
+    holdout: float = Field(default=0.2, ge=0, lt=1)
+    seed: int = 0
+    backend: Literal["torch", "megatron"] = "torch"
+    threads: int | None = Field(default=None, ge=1)
+
+    def train_config(self, *, device: str = "cpu") -> TrainConfig:
+        return TrainConfig(
+            objective=ObjectiveConfig(
+                kind=self.objective,
+                eps_low=self.eps_low,
+                eps_high=self.eps_high,
+                kl_coef=self.kl_coef if self.objective == "grpo" else max(self.kl_coef, 0.01),
+            ),
+            steps=self.steps,
+            prompts_per_step=self.prompts_per_step,
+            group_size=self.group_size,
+            learning_rate=self.learning_rate,
+            max_new_tokens=self.max_new_tokens,
+            temperature=self.temperature,
+            dynamic_sampling=self.dynamic_sampling,
+            lora=LoraSettings(rank=self.lora_rank, alpha=2 * self.lora_rank)
+            if self.lora_rank
+            else None,
+            checkpoint_every=self.checkpoint_every,
+            seed=self.seed,
+            backend=self.backend,
+            device=device,
+            threads=self.threads,
+        )

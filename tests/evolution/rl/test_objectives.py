@@ -1,0 +1,108 @@
+"""The policy-gradient objectives: advantages, the decoupled importance weight, clipping, KL."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+torch = pytest.importorskip("torch")
+
+from evolution.rl.objectives import (  # noqa: E402
+    ObjectiveConfig,
+    group_advantages,
+    mixed_groups,
+    policy_loss,
+)
+
+rewards_and_groups = st.lists(
+    st.tuples(st.floats(-10, 10, allow_nan=False), st.integers(0, 4)), min_size=1, max_size=40
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rewards_and_groups, st.booleans())
+def test_advantages_are_centred_per_group_and_zero_without_signal(pairs, normalise) -> None:
+    rewards = [r for r, _ in pairs]
+    groups = [g for _, g in pairs]
+    advantages = group_advantages(rewards, groups, normalise_std=normalise)
+    mixed = mixed_groups(rewards, groups)
+    for group in set(groups):
+        mine = [a for a, g in zip(advantages, groups, strict=True) if g == group]
+        assert abs(sum(mine)) < 1e-6 * max(1.0, len(mine))
+        if group not in mixed:
+            assert all(abs(a) < 1e-6 for a in mine)
+        elif normalise:  # unit variance within the group
+            variance = sum(a * a for a in mine) / len(mine)
+            assert math.isclose(variance, 1.0, rel_tol=1e-6)
+    # Ordering within a group follows the rewards.
+    for (r1, g1), a1 in zip(pairs, advantages, strict=True):
+        for (r2, g2), a2 in zip(pairs, advantages, strict=True):
+            if g1 == g2 and r1 > r2 + 1e-6:
+                assert a1 > a2
+
+
+def tensors(rows):
+    return torch.tensor(rows, dtype=torch.float32)
+
+
+def test_on_policy_the_loss_is_the_policy_gradient_and_the_weight_is_one() -> None:
+    logprobs = tensors([[-1.0, -2.0], [-0.5, -0.1]]).requires_grad_()
+    mask = tensors([[1, 1], [1, 0]])
+    advantages = tensors([1.0, -1.0])
+    fixed = logprobs.detach()
+    terms = policy_loss(logprobs, fixed, fixed, advantages, mask, ObjectiveConfig())
+    terms.loss.backward()
+    # d(-A * ratio)/d logprob = -A at ratio 1, averaged over the 3 real tokens.
+    expected = tensors([[-1 / 3, -1 / 3], [1 / 3, 0.0]])
+    assert torch.allclose(logprobs.grad, expected)
+    assert terms.importance_weight == pytest.approx(1.0)
+    assert terms.clip_fraction == 0.0
+
+
+def test_stale_behaviour_is_corrected_and_truncated() -> None:
+    current = tensors([[-1.0, -1.0]])
+    mask = tensors([[1, 1]])
+    advantages = tensors([1.0])
+    config = ObjectiveConfig(max_importance_weight=2.0)
+    # The recorded weights gave these tokens more probability than the current ones: w < 1.
+    stale = policy_loss(current, current, tensors([[-0.5, -0.5]]), advantages, mask, config)
+    assert stale.importance_weight == pytest.approx(math.exp(-0.5))
+    # Far less probable under the recorded weights: w would be e^3, truncated to 2.
+    rare = policy_loss(current, current, tensors([[-4.0, -4.0]]), advantages, mask, config)
+    assert rare.importance_weight == pytest.approx(2.0)
+
+
+def test_ratio_is_clipped_asymmetrically_with_clip_higher() -> None:
+    proximal = tensors([[-1.0]])
+    mask = tensors([[1]])
+    config = ObjectiveConfig(eps_low=0.2, eps_high=0.28)
+    up = (proximal + math.log(1.5)).requires_grad_()
+    terms = policy_loss(up, proximal, proximal, tensors([1.0]), mask, config)
+    terms.loss.backward()
+    assert terms.clip_fraction == 1.0 and up.grad.abs().sum() == 0  # past 1 + eps_high
+    inside = (proximal + math.log(1.25)).requires_grad_()
+    terms = policy_loss(inside, proximal, proximal, tensors([1.0]), mask, config)
+    terms.loss.backward()
+    assert terms.clip_fraction == 0.0 and inside.grad.abs().sum() > 0  # within clip-higher
+
+
+def test_ppo_adds_a_non_negative_kl_to_the_reference() -> None:
+    logprobs = tensors([[-1.0, -2.0]])
+    mask = tensors([[1, 1]])
+    same = policy_loss(
+        logprobs, logprobs, logprobs, tensors([0.0]), mask, ObjectiveConfig(kind="ppo"), logprobs
+    )
+    assert same.kl == pytest.approx(0.0, abs=1e-7)
+    moved = policy_loss(
+        logprobs,
+        logprobs,
+        logprobs,
+        tensors([0.0]),
+        mask,
+        ObjectiveConfig(kind="ppo", kl_coef=0.5),
+        tensors([[-1.5, -1.0]]),
+    )
+    assert moved.kl > 0 and float(moved.loss) == pytest.approx(0.5 * moved.kl)
