@@ -126,6 +126,7 @@ class DecideRequest(_Message):
 
 class CandidateRequest(_Message):
     evolution_id: str
+    mlflow_run_id: str | None = None
     agent: str
     parent_version: str
     decision: DecisionRecord

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from evolution.decision import PolicyConfig
 from evolution.gates import GateConfig
 from evolution.replay.simulators import ToolSimulatorSpec
+from evolution.rl.settings import TrainingSettings
 from evolution.safety import SafetyCase
 
 __all__ = ["EvolutionSettings"]
@@ -27,6 +28,7 @@ class EvolutionSettings(BaseModel):
     safety_suite: the agent's own safety cases; None runs the generic suite.
     tool_simulators: what answers a replayed tool call that left the recorded path, per
         tenant (see `evolution.replay.simulators`); without one the replay stops there.
+    training: how weight evolutions train (`evolution.rl.settings`).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -35,6 +37,7 @@ class EvolutionSettings(BaseModel):
     policy: PolicyConfig = Field(default_factory=PolicyConfig)
     safety_suite: list[SafetyCase] | None = None
     tool_simulators: list[ToolSimulatorSpec] = Field(default_factory=list)
+    training: TrainingSettings = Field(default_factory=TrainingSettings)
 
     @classmethod
     def of(cls, settings: dict[str, Any] | None) -> EvolutionSettings:

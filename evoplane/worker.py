@@ -19,6 +19,7 @@ from temporalio.worker import Worker
 
 from activities.evolution import EvolutionActivities
 from activities.replay import ReplayGate
+from activities.training import TrainingActivities
 from evolution.replay import ToolSimulator
 from evoplane.settings import Settings, SettingsError
 from registry import check_schema, create_db_engine
@@ -55,8 +56,9 @@ def workers_for(
     executor: ThreadPoolExecutor,
     *,
     gpu: bool,
+    training: TrainingActivities | None = None,
 ) -> list[Worker]:
-    """The control worker, and the GPU worker when asked for."""
+    """The control worker, and the GPU worker (RL training jobs) when asked for."""
     methods = [
         activities.begin,
         activities.decide,
@@ -79,11 +81,13 @@ def workers_for(
         )
     ]
     if gpu:
+        if training is None:
+            raise ValueError("a GPU worker needs TrainingActivities for train_policy")
         workers.append(
             Worker(
                 client,
                 task_queue=GPU_QUEUE,
-                activities=[activities.build_candidate],
+                activities=[training.train_policy],
                 activity_executor=executor,
                 max_concurrent_activities=1,  # one training job per device
             )
@@ -127,9 +131,15 @@ async def run_workers(settings: Settings, *, gpu: bool, tracking: bool = True) -
         replay,
         gateway_url=settings.gateway_api,
     )
+    training = TrainingActivities(
+        engine,
+        activities.tracker,
+        settings.data_dir.resolve() / "checkpoints",
+        device=settings.local_device,
+    )
     client = await connect(settings)
     with ThreadPoolExecutor(max_workers=8) as executor:
-        workers = workers_for(client, activities, executor, gpu=gpu)
+        workers = workers_for(client, activities, executor, gpu=gpu, training=training)
         queues = ", ".join(w.task_queue for w in workers)
         log.info("worker serving %s at %s", queues, settings.temporal_target)
         try:

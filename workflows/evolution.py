@@ -38,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         Stage,
         StageRecord,
     )
+    from activities.training import TrainingActivities
     from evolution.decision import Action
     from evolution.gates import GateConfig, GateResult, Verdict
     from evolution.operators import Candidate
@@ -163,21 +164,33 @@ class EvolutionWorkflow:
             return Outcome.ROLLED_BACK, decision.reason
 
         await self._stage(Stage.BUILDING, f"building a {decision.action.value} candidate")
-        built: Candidate = await self._activity(
-            EvolutionActivities.build_candidate,
-            CandidateRequest(
-                evolution_id=self._status.evolution_id,
-                agent=agent,
-                parent_version=begun.parent_version,
-                decision=decision,
-                window=begun.window,
-                candidate=options.candidate,
-            ),
-            summary=f"{decision.action.value} operator",
-            timeout=timedelta(hours=6),
-            queue=GPU_QUEUE if decision.action is Action.WEIGHTS else CONTROL_QUEUE,
-            heartbeat=timedelta(minutes=2),
+        wanted = CandidateRequest(
+            evolution_id=self._status.evolution_id,
+            mlflow_run_id=begun.mlflow_run_id,
+            agent=agent,
+            parent_version=begun.parent_version,
+            decision=decision,
+            window=begun.window,
+            candidate=options.candidate,
         )
+        if decision.action is Action.WEIGHTS and options.candidate is None:
+            # RL on the GPU queue; a crashed job resumes from its last checkpoint.
+            built: Candidate = await self._activity(
+                TrainingActivities.train_policy,
+                wanted,
+                summary="train_policy (RL on recorded traffic)",
+                timeout=timedelta(hours=12),
+                queue=GPU_QUEUE,
+                heartbeat=timedelta(seconds=30),
+            )
+        else:
+            built = await self._activity(
+                EvolutionActivities.build_candidate,
+                wanted,
+                summary=f"{decision.action.value} operator",
+                timeout=timedelta(hours=6),
+                heartbeat=timedelta(minutes=2),
+            )
         candidate = await self._activity(
             EvolutionActivities.register_candidate,
             RegisterRequest(

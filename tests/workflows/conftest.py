@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -16,6 +17,7 @@ from temporalio.client import Client
 from activities.evolution import EvolutionActivities
 from activities.replay import ReplayGate
 from activities.tracking import EvolutionTracker
+from activities.training import TrainingActivities
 from atdp import EventMetadata, Harness, ModelRef, Outcome, Traffic, VersionRefs, VersionSpec
 from evoplane.worker import workers_for
 from registry import (
@@ -115,14 +117,15 @@ async def world(world_engine, temporal_env) -> AsyncIterator[World]:
 
 
 @pytest.fixture
-async def workers(world: World, mlflow_uri: str) -> AsyncIterator[EvolutionTracker]:
+async def workers(world: World, mlflow_uri: str, tmp_path: Path) -> AsyncIterator[EvolutionTracker]:
     """In-process workers (control and GPU queues) on the test's registry, tracked in MLflow."""
     replay = ReplayGate(world.engine, timeout=30)
     tracker = EvolutionTracker(mlflow_uri, temporal_ui_url=TEMPORAL_UI)
     activities = EvolutionActivities(world.engine, tracker, replay)
+    training = TrainingActivities(world.engine, tracker, tmp_path / "checkpoints")
     async with AsyncExitStack() as stack:
         executor = stack.enter_context(ThreadPoolExecutor(max_workers=8))
-        for worker in workers_for(world.client, activities, executor, gpu=True):
+        for worker in workers_for(world.client, activities, executor, gpu=True, training=training):
             await stack.enter_async_context(worker)
         yield tracker
     await replay.aclose()

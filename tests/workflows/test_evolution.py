@@ -186,7 +186,7 @@ async def test_a_rejection_ends_the_evolution_without_touching_stable(
 
 
 async def test_without_an_operator_the_evolution_fails_clearly(world: World, workers) -> None:
-    forced = options().model_copy(update={"force": Action.WEIGHTS})  # no weights operator yet
+    forced = options().model_copy(update={"force": Action.WEIGHTS})  # a hosted model: no weights
     handle = await start(world, forced)
     status = await handle.result()
     assert status.outcome is Outcome.FAILED

@@ -40,7 +40,7 @@ async def gateway_workers(world: World, tmp_path) -> AsyncIterator[GatewayServer
         activities = EvolutionActivities(world.engine, None, replay, gateway_url=gateway.base_url)
         async with AsyncExitStack() as stack:
             executor = stack.enter_context(ThreadPoolExecutor(max_workers=8))
-            for worker in workers_for(world.client, activities, executor, gpu=True):
+            for worker in workers_for(world.client, activities, executor, gpu=False):
                 await stack.enter_async_context(worker)
             yield gateway
     await replay.aclose()

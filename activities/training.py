@@ -1,0 +1,261 @@
+"""`train_policy`: the weight operator, an RL job on the `evoplane-gpu` queue.
+
+It trains the parent version's checkpoint on the window's recorded traffic (GRPO by default,
+`evolution.rl`) and returns a candidate whose `model.checkpoint` is the result; the workflow
+registers and gates it like any other candidate.
+
+A training job is long, so it is built to be interrupted: it heartbeats every step (step,
+loss, reward, KL: visible in the Temporal UI as the activity's heartbeat details), writes a
+checkpoint every `checkpoint_every` steps under a directory named by the evolution, and a
+retry (after a worker crash or a heartbeat timeout) resumes from the newest checkpoint there,
+not from zero. MLflow gets the metrics of every step in the evolution's run.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy.engine import Engine
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities.models import CandidateRequest
+from evolution.operators import Candidate
+from evolution.settings import EvolutionSettings
+from registry import get_agent, get_version, list_tenants, tenant_agents, transaction
+
+__all__ = ["TrainingActivities"]
+
+log = logging.getLogger(__name__)
+
+
+def _fatal(kind: str, message: str) -> ApplicationError:
+    return ApplicationError(message, type=kind, non_retryable=True)
+
+
+class TrainingActivities:
+    """Args:
+    engine: the registry.
+    tracker: the MLflow tracker (None: no MLflow).
+    checkpoint_root: where jobs write checkpoints, one directory per evolution; it must be
+        readable by the gateways that will serve the result (a shared volume in production).
+    device: "cpu", "cuda" or "cuda:N".
+    """
+
+    def __init__(
+        self, engine: Engine, tracker: Any | None, checkpoint_root: Path, *, device: str = "cpu"
+    ) -> None:
+        self.engine, self.tracker = engine, tracker
+        self.checkpoint_root = Path(checkpoint_root)
+        self.device = device
+
+    @activity.defn
+    def train_policy(self, request: CandidateRequest) -> Candidate:
+        """Train the parent's weights on the window; resumes from its last checkpoint."""
+        from evolution.rl.rewards import ToolCallReward
+        from evolution.rl.trainer import train
+
+        parent, settings, prompts = self._inputs(request)
+        train_prompts, held_out = self._split(prompts, settings)
+        config = settings.train_config(device=self.device)
+        out_dir = self.checkpoint_root / request.agent / request.evolution_id
+        reward = ToolCallReward()
+        base = Path(parent.spec.model.checkpoint or "")
+        before = self._held_out_reward(base, held_out, reward, config)
+        resumed = _heartbeat_step()
+        activity.logger.info(
+            "training %s from %s on %d prompts (%d held out); resuming after step %d",
+            request.agent,
+            base,
+            len(train_prompts),
+            len(held_out),
+            resumed,
+        )
+        beat = _Heartbeat({"step": resumed, "phase": "starting"})
+        try:
+            with beat:
+                result = train(
+                    base,
+                    out_dir,
+                    train_prompts,
+                    reward,
+                    config,
+                    on_step=lambda m: self._on_step(request, m, beat),
+                )
+        except ValueError as error:
+            raise _fatal("NothingToTrain", str(error)) from None
+        after = self._held_out_reward(result.checkpoint, held_out, reward, config)
+        spec = parent.spec.model_copy(
+            update={
+                "model": parent.spec.model.model_copy(
+                    update={
+                        "checkpoint": str(result.checkpoint),
+                        "model": f"{request.agent}@{request.evolution_id}",
+                    }
+                )
+            }
+        )
+        evidence = {
+            "objective": config.objective.kind,
+            "steps": result.steps,
+            "resumed_from_step": result.resumed_from,
+            "train_prompts": len(train_prompts),
+            "held_out_prompts": len(held_out),
+            "held_out_reward_before": before,
+            "held_out_reward_after": after,
+            "final_train_reward": result.history[-1].reward if result.history else None,
+        }
+        if request_run := self._run_id(request):
+            self._track("log_metrics", request_run, {"heldout_reward_before": before})
+            self._track("log_metrics", request_run, {"heldout_reward_after": after})
+        return Candidate(
+            spec=spec,
+            summary=f"{config.objective.kind.upper()} on {len(train_prompts)} recorded prompts, "
+            f"{result.steps} steps",
+            changes=[f"weights: {base} -> {result.checkpoint}"],
+            evidence=evidence,
+        )
+
+    # --- inputs -------------------------------------------------------------------------
+
+    def _inputs(self, request: CandidateRequest) -> tuple[Any, Any, list]:
+        from evolution.rl.samples import recorded_prompts
+
+        with transaction(self.engine) as session:
+            parent = get_version(session, request.parent_version)
+            if not parent.spec.model.checkpoint:
+                raise _fatal(
+                    "OperatorNotAvailable",
+                    f"{parent.id} is served by the {parent.spec.model.engine} engine without "
+                    "a local checkpoint, so there are no weights to train here; to evaluate "
+                    "other weights now, pass your own candidate spec "
+                    "(`evoplane evolve --candidate spec.json`)",
+                )
+            try:
+                settings = EvolutionSettings.of(get_agent(session, request.agent).settings)
+            except ValidationError as error:
+                raise _fatal("InvalidAgentSettings", f"{request.agent}: {error}") from None
+            tenants = request.window.tenants or [
+                t.name
+                for t in list_tenants(session)
+                if request.agent in tenant_agents(session, t.name)
+            ]
+            prompts = recorded_prompts(session, request.agent, tenants, since=request.window.since)
+        return parent, settings.training, prompts
+
+    @staticmethod
+    def _split(prompts: list, settings: Any) -> tuple[list, list]:
+        from evolution.rl.samples import split_holdout
+
+        usable = [p for p in prompts if p.reference is not None]
+        if not usable:
+            raise _fatal(
+                "NothingToTrain",
+                f"none of the window's {len(prompts)} recorded llm_calls has a rewarded tool "
+                "call to learn from (rewards come from /v1/feedback and /v1/events)",
+            )
+        train_set, held_out = split_holdout(usable, settings.holdout, seed=settings.seed)
+        return (train_set or usable), held_out
+
+    def _held_out_reward(self, checkpoint: Path, held_out: list, reward: Any, config: Any):
+        from evolution.rl.policy import Policy
+        from evolution.rl.trainer import evaluate
+
+        if not held_out:
+            return None
+        policy = Policy.load(checkpoint, device=self.device)
+        return round(
+            evaluate(
+                policy,
+                held_out,
+                reward,
+                max_new_tokens=config.max_new_tokens,
+                temperature=config.temperature,
+                seed=config.seed,
+            ),
+            4,
+        )
+
+    # --- progress -----------------------------------------------------------------------
+
+    def _on_step(self, request: CandidateRequest, metrics: Any, beat: _Heartbeat) -> None:
+        beat.update(
+            {
+                "step": metrics.step,
+                "loss": round(metrics.loss, 5),
+                "reward": round(metrics.reward, 4),
+                "kl": round(metrics.kl, 5),
+                "groups_used": metrics.groups_used,
+            }
+        )
+        if run_id := self._run_id(request):
+            self._track(
+                "log_metrics",
+                run_id,
+                {
+                    "train_loss": metrics.loss,
+                    "train_reward": metrics.reward,
+                    "train_kl": metrics.kl,
+                    "train_clip_fraction": metrics.clip_fraction,
+                    "train_importance_weight": metrics.importance_weight,
+                },
+                step=metrics.step,
+            )
+
+    def _run_id(self, request: CandidateRequest) -> str | None:
+        return getattr(request, "mlflow_run_id", None)
+
+    def _track(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        if self.tracker is None:
+            return None
+        try:
+            return getattr(self.tracker, method)(*args, **kwargs)
+        except Exception:  # MLflow down must not fail a training job
+            log.exception("MLflow %s failed", method)
+            return None
+
+
+class _Heartbeat:
+    """Heartbeats the latest step's details every few seconds from a thread of its own.
+
+    A step of a large model can outlast the heartbeat timeout, so beats cannot wait for
+    steps; the thread dies with the worker, so a crashed job still times out promptly.
+    """
+
+    INTERVAL_S = 5.0
+
+    def __init__(self, details: dict[str, Any]) -> None:
+        self._details = details
+        self._stop = threading.Event()
+        self._context = contextvars.copy_context()  # the activity context, for the thread
+        self._thread = threading.Thread(target=self._run, name="train-heartbeat", daemon=True)
+
+    def update(self, details: dict[str, Any]) -> None:
+        self._details = details
+        activity.heartbeat(details)  # the caller runs in the activity's own context
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.INTERVAL_S):
+            self._context.run(activity.heartbeat, self._details)
+
+    def __enter__(self) -> _Heartbeat:
+        self.update(self._details)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _heartbeat_step() -> int:
+    """The last step a previous attempt reported, 0 on the first attempt."""
+    details = activity.info().heartbeat_details
+    if details and isinstance(details[-1], dict):
+        return int(details[-1].get("step", 0))
+    return 0
