@@ -25,6 +25,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.models import ReplayGateRequest
+from atdp import ModelRef
 from evolution.gates import GateConfig, GateResult, Verdict, judge_replay
 from evolution.memory import MemoryIndex
 from evolution.replay import (
@@ -44,7 +45,9 @@ from evolution.replay.cases import recorded_cases
 from evolution.safety import SafetyCase, default_safety_suite, run_safety_suite
 from evolution.settings import EvolutionSettings
 from proxy.engines.base import UpstreamEngine
+from proxy.engines.local import LocalEngine
 from proxy.engines.openai_compat import OpenAICompatEngine
+from proxy.engines.sglang import SGLangEngine
 from proxy.governance import Redactor
 from proxy.overlays import apply_overlays, restore_response
 from registry import AgentVersion, get_agent, get_memory_items, get_version, transaction
@@ -69,19 +72,33 @@ class ReplayGate:
         upstream_api_key: str | None = None,
         timeout: float = 120.0,
         simulators: Mapping[str, ToolSimulator] | None = None,
+        threads: int | None = None,
     ) -> None:
         self.engine, self.upstream_api_key, self.timeout = engine, upstream_api_key, timeout
         self.simulators = dict(simulators or {})
-        self._upstreams: dict[str, UpstreamEngine] = {}
+        self.threads = threads  # torch threads for local models (1 on a small CPU machine)
+        self._upstreams: dict[tuple[str, str, str], UpstreamEngine] = {}
         self._simulator_client: httpx.AsyncClient | None = None
         self._redactor = Redactor()
 
-    def _upstream(self, base_url: str) -> UpstreamEngine:
-        if base_url not in self._upstreams:
-            self._upstreams[base_url] = OpenAICompatEngine(
-                base_url, self.upstream_api_key, connect_timeout=5.0, max_connections=16
+    def _upstream(self, model: ModelRef) -> UpstreamEngine:
+        """The engine a version's model runs on, one per upstream or local checkpoint."""
+        if model.engine == "local":
+            if not model.checkpoint:
+                raise ValueError(f"a local model names no checkpoint: {model}")
+            key = ("local", model.checkpoint, model.adapter or "")
+            if key not in self._upstreams:
+                self._upstreams[key] = LocalEngine(
+                    model.checkpoint, model.adapter, version=model.model, threads=self.threads
+                )
+            return self._upstreams[key]
+        key = (model.engine, model.base_url or "", "")
+        if key not in self._upstreams:
+            kind = SGLangEngine if model.engine == "sglang" else OpenAICompatEngine
+            self._upstreams[key] = kind(
+                model.base_url or "", self.upstream_api_key, connect_timeout=5.0, max_connections=16
             )
-        return self._upstreams[base_url]
+        return self._upstreams[key]
 
     async def aclose(self) -> None:
         for upstream in self._upstreams.values():
@@ -188,7 +205,7 @@ class ReplayGate:
     def serve(self, version: AgentVersion, tenant: str | None) -> Serve:
         """Serve a request as the gateway would for `version` (and tenant's memory), marked
         as evaluation traffic by never passing through capture."""
-        upstream = self._upstream(version.spec.model.base_url or "")
+        upstream = self._upstream(version.spec.model)
         memory: list[MemoryIndex] = []
 
         async def serve(body: dict[str, Any]) -> dict[str, Any]:

@@ -67,7 +67,8 @@ class TrainingActivities:
         reward = ToolCallReward()
         base = Path(parent.spec.model.checkpoint or "")
         before = self._held_out_reward(base, held_out, reward, config)
-        resumed = _heartbeat_step()
+        previous = _previous_heartbeat()
+        resumed = _checkpoint_step(out_dir)
         activity.logger.info(
             "training %s from %s on %d prompts (%d held out); resuming after step %d",
             request.agent,
@@ -76,7 +77,7 @@ class TrainingActivities:
             len(held_out),
             resumed,
         )
-        beat = _Heartbeat({"step": resumed, "phase": "starting"})
+        beat = _Heartbeat({"step": resumed, "resumed_from": resumed, "phase": "starting"})
         try:
             with beat:
                 result = train(
@@ -104,6 +105,7 @@ class TrainingActivities:
             "objective": config.objective.kind,
             "steps": result.steps,
             "resumed_from_step": result.resumed_from,
+            "previous_attempt_heartbeat": previous,
             "train_prompts": len(train_prompts),
             "held_out_prompts": len(held_out),
             "held_out_reward_before": before,
@@ -253,9 +255,16 @@ class _Heartbeat:
         self._thread.join()
 
 
-def _heartbeat_step() -> int:
-    """The last step a previous attempt reported, 0 on the first attempt."""
+def _previous_heartbeat() -> dict[str, Any] | None:
+    """What an earlier attempt of this job last reported, None on the first attempt."""
     details = activity.info().heartbeat_details
     if details and isinstance(details[-1], dict):
-        return int(details[-1].get("step", 0))
-    return 0
+        return details[-1]
+    return None
+
+
+def _checkpoint_step(out_dir: Path) -> int:
+    from evolution.rl.trainer import latest_checkpoint
+
+    latest = latest_checkpoint(out_dir)
+    return int(latest.name.removeprefix("step-")) if latest else 0

@@ -124,6 +124,7 @@ async def run_workers(settings: Settings, *, gpu: bool, tracking: bool = True) -
             settings.upstream_api_key.get_secret_value() if settings.upstream_api_key else None
         ),
         simulators=load_tool_simulators(settings.tool_simulators),
+        threads=settings.local_threads,
     )
     activities = EvolutionActivities(
         engine,

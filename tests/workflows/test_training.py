@@ -1,0 +1,160 @@
+"""A weight evolution's training job survives its worker: killed mid-run, it resumes from the
+last checkpoint (not from zero) on the next worker, as its heartbeats and evidence show."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from activities.models import EvolutionRequest, Stage
+from atdp import (
+    ChatMessage,
+    MessageAction,
+    ModelRef,
+    Observation,
+    ToolCall,
+    ToolSpec,
+    VersionRefs,
+    VersionSpec,
+)
+from evolution.decision import Action
+from evolution.rl.tiny import TinyModelSpec, init_tiny
+from registry import (
+    Alias,
+    add_rewards,
+    get_evolution,
+    insert_events,
+    record_trajectory,
+    register_version,
+    set_alias,
+    transaction,
+)
+from tests.registry.helpers import event, reward, trajectory
+from tests.workflows.conftest import AGENT, TENANTS, World
+from tests.workflows.test_durability import kill, start_worker
+from tests.workflows.test_evolution import options, wait_for
+from workflows.evolution import EvolutionWorkflow
+from workflows.naming import evolution_workflow_id
+from workflows.queues import CONTROL_QUEUE
+
+pytestmark = [pytest.mark.temporal, pytest.mark.slow]
+
+STEPS, EVERY = 60, 5
+TRAINING = {
+    "steps": STEPS,
+    "checkpoint_every": EVERY,
+    "prompts_per_step": 2,
+    "group_size": 4,
+    "max_new_tokens": 24,
+    "holdout": 0.25,
+    "threads": 1,
+}
+TOOLS = [ToolSpec(name=name, parameters={"type": "object"}) for name in ("lookup", "refund")]
+
+
+def local_stable(world: World, tmp_path) -> str:
+    """The agent on the tiny model (local engine), trained with small, frequent checkpoints."""
+    checkpoint = init_tiny(tmp_path / "tiny", TinyModelSpec(seed=0))
+    spec = VersionSpec(model=ModelRef(engine="local", checkpoint=str(checkpoint), model="tiny"))
+    with transaction(world.engine) as session:
+        version = register_version(
+            session, AGENT, spec, parent_id=world.stable(), author="test", reason="local"
+        ).id
+        set_alias(session, AGENT, Alias.STABLE, version, actor="test")
+    with world.engine.begin() as connection:
+        connection.execute(
+            sa.text("UPDATE agent SET settings = :settings"),
+            {"settings": json.dumps({"training": TRAINING})},
+        )
+    return version
+
+
+def record_tool_calls(world: World, version: str, count: int) -> None:
+    """Recorded llm_calls that called a tool with a thumbs up: prompts with references."""
+    with transaction(world.engine) as session:
+        for i in range(count):
+            served = trajectory(TENANTS[i % len(TENANTS)], session=uuid.uuid4().hex)
+            served = served.model_copy(update={"versions": VersionRefs(agent_version_id=version)})
+            record_trajectory(session, served)
+            name = ("lookup", "refund")[i % 2]
+            call = event(
+                served,
+                0,
+                observation=Observation(
+                    messages=[ChatMessage(role="user", content=f"{name} order {i}")], tools=TOOLS
+                ),
+                action=MessageAction(
+                    tool_calls=[ToolCall(id=f"c{i}", name=name, arguments="{}")],
+                    token_ids=[60, 61],
+                    logprobs=[-1.0, -1.0],
+                ),
+            )
+            insert_events(session, [call])
+            add_rewards(session, [reward(served, 1.0, call)])
+
+
+def checkpoint_steps(directory: Path) -> list[int]:
+    """The complete checkpoints a job has written (a partial one is a dot directory)."""
+    return sorted(int(p.name.removeprefix("step-")) for p in directory.glob("step-*"))
+
+
+async def test_a_killed_training_job_resumes_from_its_last_checkpoint(world: World, tmp_path):
+    version = local_stable(world, tmp_path)
+    record_tool_calls(world, version, 12)
+    first = start_worker(world, tmp_path / "data")
+    try:
+        handle = await world.client.start_workflow(
+            EvolutionWorkflow.run,
+            EvolutionRequest(
+                agent=AGENT, options=options().model_copy(update={"force": Action.WEIGHTS})
+            ),
+            id=evolution_workflow_id(AGENT, datetime.now(UTC)),
+            task_queue=CONTROL_QUEUE,
+            execution_timeout=timedelta(minutes=5),
+        )
+        checkpoints = tmp_path / "data" / "checkpoints" / AGENT / handle.id
+        deadline = asyncio.get_running_loop().time() + 120
+        while max(checkpoint_steps(checkpoints), default=0) < 2 * EVERY:
+            assert asyncio.get_running_loop().time() < deadline, "no checkpoint was written"
+            await asyncio.sleep(0.1)
+        kill(first)
+    except BaseException:
+        kill(first)
+        raise
+    written = max(checkpoint_steps(checkpoints))
+    assert written < STEPS, "the job finished before it could be killed"
+    second = start_worker(world, tmp_path / "data")
+    try:
+        # The retry starts once the heartbeat timeout (30 s) notices the dead worker.
+        await wait_for(
+            handle,
+            lambda s: s.stage not in (Stage.DECIDING, Stage.BUILDING) or s.outcome is not None,
+            seconds=150,
+        )
+    finally:
+        kill(second)
+        await handle.terminate("the test checks the build only")
+    with transaction(world.engine) as session:
+        record = get_evolution(session, handle.id)
+    (build,) = [stage for stage in record.stages if stage.get("stage") == "build"]
+    evidence = build["evidence"]
+    # Resumed from the newest checkpoint the killed attempt wrote, not from zero.
+    assert evidence["resumed_from_step"] >= written >= 2 * EVERY
+    assert evidence["resumed_from_step"] % EVERY == 0 and evidence["steps"] == STEPS
+    # The retry saw the killed attempt's heartbeat details: the job was not started afresh.
+    assert "step" in evidence["previous_attempt_heartbeat"]
+    candidate = record.candidate_version_id
+    assert candidate is not None and candidate != version
+    history = await handle.fetch_history()
+    attempts = [
+        e.activity_task_started_event_attributes.attempt
+        for e in history.events
+        if e.HasField("activity_task_started_event_attributes")
+    ]
+    assert max(attempts) >= 2, "train_policy should have been retried after the kill"
