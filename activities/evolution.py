@@ -18,6 +18,7 @@ from sqlalchemy.engine import Engine
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.deployment import DeploymentError, deploy_weights
 from activities.models import (
     AliasChange,
     BeginResult,
@@ -90,8 +91,10 @@ class EvolutionActivities:
         replay: ReplayGate,
         *,
         gateway_url: str | None = None,
+        upstream_api_key: str | None = None,
     ) -> None:
         self.engine, self.tracker, self.replay = engine, tracker, replay
+        self.upstream_api_key = upstream_api_key  # for SGLang admin calls (weight sync)
         self.gateway_url = gateway_url  # the harness operator's LM calls go through it
 
     def _track(self, method: str, *args: Any, **kwargs: Any) -> Any:
@@ -350,6 +353,7 @@ class EvolutionActivities:
 
         A retry finds the alias already there and returns the time of that move.
         """
+        self._deploy(change.agent, change.alias, change.version_id)
         with transaction(self.engine) as session:
             state = current_aliases(session, change.agent)
             current = getattr(state, change.alias)
@@ -373,6 +377,21 @@ class EvolutionActivities:
             aliases = current_aliases(session, change.agent)
         self._mirror(change.agent, aliases)
         return move.at
+
+    def _deploy(self, agent: str, alias: str, version_id: str | None) -> None:
+        """The version's engines load its weights before the alias points at it."""
+        if version_id is None:
+            return
+        with transaction(self.engine) as session:
+            version = get_version(session, version_id)
+            stable_id = current_aliases(session, agent).stable
+            stable = get_version(session, stable_id) if stable_id else None
+        try:
+            done = deploy_weights(version, alias, stable=stable, api_key=self.upstream_api_key)
+        except DeploymentError as error:
+            raise _fatal("DeploymentFailed", str(error)) from None
+        if done:
+            activity.logger.info("deployed %s for %s: %s", version_id, alias, "; ".join(done))
 
     def _mirror(self, agent: str, aliases: Any) -> None:
         """MLflow's prompt and model aliases follow the registry (which stays the truth)."""
@@ -435,6 +454,7 @@ class EvolutionActivities:
                         evolution_id=marker,
                     )
             aliases = current_aliases(session, request.agent)
+        self._deploy(request.agent, "stable", target)  # the restored weights, once committed
         self._mirror(request.agent, aliases)
         return RollbackResult(agent=request.agent, from_version=source, to_version=target)
 

@@ -118,11 +118,12 @@ async def run_workers(settings: Settings, *, gpu: bool, tracking: bool = True) -
     """Run until cancelled (Ctrl-C)."""
     engine = create_db_engine(settings.registry_url)
     check_schema(engine)
+    upstream_key = (
+        settings.upstream_api_key.get_secret_value() if settings.upstream_api_key else None
+    )
     replay = ReplayGate(
         engine,
-        upstream_api_key=(
-            settings.upstream_api_key.get_secret_value() if settings.upstream_api_key else None
-        ),
+        upstream_api_key=upstream_key,
         simulators=load_tool_simulators(settings.tool_simulators),
         threads=settings.local_threads,
     )
@@ -131,6 +132,7 @@ async def run_workers(settings: Settings, *, gpu: bool, tracking: bool = True) -
         _tracker(settings) if tracking else None,
         replay,
         gateway_url=settings.gateway_api,
+        upstream_api_key=upstream_key,
     )
     training = TrainingActivities(
         engine,
