@@ -158,3 +158,47 @@ async def test_a_killed_training_job_resumes_from_its_last_checkpoint(world: Wor
         if e.HasField("activity_task_started_event_attributes")
     ]
     assert max(attempts) >= 2, "train_policy should have been retried after the kill"
+
+
+async def test_training_steps_and_the_checkpoint_are_tracked_in_mlflow(
+    world: World, workers, tmp_path
+) -> None:
+    from mlflow import MlflowClient
+
+    from activities.tracking import CHECKPOINT_TAG, VERSION_TAG, model_name
+
+    version = local_stable(world, tmp_path)
+    with world.engine.begin() as connection:
+        connection.execute(
+            sa.text("UPDATE agent SET settings = :settings"),
+            {"settings": json.dumps({"training": {**TRAINING, "steps": 6, "checkpoint_every": 3}})},
+        )
+    record_tool_calls(world, version, 12)
+    handle = await world.client.start_workflow(
+        EvolutionWorkflow.run,
+        EvolutionRequest(
+            agent=AGENT, options=options().model_copy(update={"force": Action.WEIGHTS})
+        ),
+        id=evolution_workflow_id(AGENT, datetime.now(UTC)),
+        task_queue=CONTROL_QUEUE,
+        execution_timeout=timedelta(minutes=3),
+    )
+    try:
+        status = await wait_for(
+            handle,
+            lambda s: s.candidate_version is not None and s.stage != Stage.BUILDING,
+            seconds=120,
+        )
+    finally:
+        await handle.terminate("the test checks the build only")
+    mlflow = MlflowClient(workers.tracking_uri)
+    history = mlflow.get_metric_history(status.mlflow_run_id, "train_reward")
+    assert sorted(m.step for m in history) == [1, 2, 3, 4, 5, 6]
+    assert len(mlflow.get_metric_history(status.mlflow_run_id, "train_kl")) == 6
+    run = mlflow.get_run(status.mlflow_run_id)
+    assert "heldout_reward_before" in run.data.metrics
+    assert "heldout_reward_after" in run.data.metrics
+    # The trained checkpoint is a model version of the agent's registered model.
+    registered = mlflow.search_model_versions(f"name='{model_name(AGENT)}'")
+    (trained,) = [v for v in registered if v.tags.get(VERSION_TAG) == status.candidate_version]
+    assert trained.tags[CHECKPOINT_TAG].endswith("/final")
