@@ -196,3 +196,15 @@ def mlflow_uri(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield service.urls["MLflow UI"]
     finally:
         service.process.stop(grace=5.0)
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch intra-op thread for a module's tests: on 2 shared cores more threads only
+    contend (generation of the tiny model was 50x slower with torch's default)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

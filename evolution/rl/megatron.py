@@ -38,7 +38,6 @@ from types import SimpleNamespace
 from typing import Any
 
 from evolution.rl.megatron_convert import MegatronSpec, Qwen2Shape, hf_to_megatron, megatron_to_hf
-from evolution.rl.objectives import mixed_groups
 from evolution.rl.policy import Policy
 from evolution.rl.rewards import RewardFunction
 from evolution.rl.samples import RecordedPrompt
@@ -48,10 +47,10 @@ from evolution.rl.trainer import (
     TrainResult,
     _final,
     _group,
-    _group_loss,
     _restore,
     _save,
     latest_checkpoint,
+    update_policy,
 )
 
 __all__ = ["MEGATRON_MISSING", "MegatronPolicy", "initialise_parallel", "train_megatron"]
@@ -133,34 +132,10 @@ def _step(
     generator: Any,
 ) -> dict[str, Any]:
     """The torch trainer's step, sampling with the synced twin and learning with megatron."""
-    import torch
 
     sampler = policy.sync()
     groups = [_group(sampler, prompt, reward, config, generator) for prompt in batch]
-    rewards = [r for g in groups for r in g["rewards"]]
-    keys = [i for i, g in enumerate(groups) for _ in g["rewards"]]
-    kept = mixed_groups(rewards, keys) if config.dynamic_sampling else set(range(len(groups)))
-    learner = policy.learner
-    learner.model.train()
-    optimiser.zero_grad()
-    totals = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "importance_weight": 0.0}
-    for index in sorted(kept):
-        terms = _group_loss(learner, reference, groups[index], config)
-        (terms.loss / len(kept)).backward()
-        totals["loss"] += float(terms.loss.detach()) / len(kept)
-        totals["kl"] += terms.kl / len(kept)
-        totals["clip_fraction"] += terms.clip_fraction / len(kept)
-        totals["importance_weight"] += terms.importance_weight / len(kept)
-    if kept:
-        torch.nn.utils.clip_grad_norm_(learner.model.parameters(), 1.0)
-        optimiser.step()
-    learner.model.eval()
-    return {
-        **totals,
-        "importance_weight": totals["importance_weight"] if kept else 1.0,
-        "reward": sum(rewards) / len(rewards),
-        "groups_used": len(kept),
-    }
+    return update_policy(policy.learner, reference, optimiser, groups, config)
 
 
 def _reference(base: Path, config: TrainConfig, device: str) -> Policy | None:

@@ -39,6 +39,7 @@ __all__ = [
     "evaluate",
     "latest_checkpoint",
     "train",
+    "update_policy",
 ]
 
 STATE_FILE = "trainer_state.pt"
@@ -172,26 +173,37 @@ def _step(
     config: TrainConfig,
     generator: Any,
 ) -> dict[str, Any]:
+    groups = [_group(policy, prompt, reward, config, generator) for prompt in batch]
+    return update_policy(policy, reference, optimiser, groups, config)
+
+
+def update_policy(
+    learner: Policy, reference: Any, optimiser: Any, groups: list[dict], config: TrainConfig
+) -> dict[str, Any]:
+    """One optimiser step on the groups with mixed rewards; returns the step's metrics.
+
+    `learner` is the model the loss is computed on (for the megatron backend, not the one
+    that sampled).
+    """
     import torch
 
-    policy.model.train()
-    optimiser.zero_grad()
-    groups = [_group(policy, prompt, reward, config, generator) for prompt in batch]
     rewards = [r for g in groups for r in g["rewards"]]
     keys = [i for i, g in enumerate(groups) for _ in g["rewards"]]
     kept = mixed_groups(rewards, keys) if config.dynamic_sampling else set(range(len(groups)))
+    learner.model.train()
+    optimiser.zero_grad()
     totals = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "importance_weight": 0.0}
     for index in sorted(kept):
-        terms = _group_loss(policy, reference, groups[index], config)
+        terms = _group_loss(learner, reference, groups[index], config)
         (terms.loss / len(kept)).backward()
         totals["loss"] += float(terms.loss.detach()) / len(kept)
         totals["kl"] += terms.kl / len(kept)
         totals["clip_fraction"] += terms.clip_fraction / len(kept)
         totals["importance_weight"] += terms.importance_weight / len(kept)
     if kept:
-        torch.nn.utils.clip_grad_norm_(policy.model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(learner.model.parameters(), 1.0)
         optimiser.step()
-    policy.model.eval()
+    learner.model.eval()
     return {
         **totals,
         "importance_weight": totals["importance_weight"] if kept else 1.0,

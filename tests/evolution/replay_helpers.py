@@ -237,3 +237,49 @@ async def record(
                     outcome=Outcome(tool_return=output, error_class=error, success=error is None),
                 )
     return recorder.events
+
+
+async def held_out_gate(
+    engine,
+    parent_id: str,
+    candidate_id: str,
+    action,
+    held_out,
+    simulators: dict | None = None,
+):
+    """The real replay gate (in Temporal's ActivityEnvironment) on a held-out window."""
+    from temporalio.testing import ActivityEnvironment
+
+    from activities.models import ReplayGateRequest
+    from activities.replay import ReplayGate
+    from evolution.gates import GateConfig
+
+    gate = ReplayGate(engine, timeout=10, simulators=simulators)
+    try:
+        return await ActivityEnvironment().run(
+            gate.run,
+            ReplayGateRequest(
+                evolution_id="e",
+                agent=held_out.agent,
+                baseline_version=parent_id,
+                candidate_version=candidate_id,
+                action=action,
+                gate=GateConfig(replay_min_cases=5),
+                window=held_out,
+            ),
+        )
+    finally:
+        await gate.aclose()
+
+
+def improvement(label: str, result):
+    """The failures' and successes' judgements of a replay gate, the improvement printed."""
+    failures = next(m for m in result.metrics if m.metric == "replay:failures")
+    successes = next(m for m in result.metrics if m.metric == "replay:successes")
+    print(  # the improvement, for the person reading the test log
+        f"\n{label}: held-out failures parent {failures.baseline_mean:.2f} -> candidate "
+        f"{failures.candidate_mean:.2f} ({len(result.fixed)} of {failures.n_baseline} fixed); "
+        f"held-out successes parent {successes.baseline_mean:.2f} -> candidate "
+        f"{successes.candidate_mean:.2f} ({len(result.broken)} broken)"
+    )
+    return failures, successes

@@ -13,10 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from temporalio.testing import ActivityEnvironment
 
-from activities.models import ReplayGateRequest
-from activities.replay import ReplayGate
 from atdp import Harness, ModelRef, VersionSpec, utcnow
 from evolution.decision import Action
 from evolution.gates import GateConfig, Verdict
@@ -24,6 +21,7 @@ from evolution.harness import HarnessConfig, propose_harness
 from evolution.window import WindowSpec
 from registry import register_version, set_agent_settings, transaction
 from tests.evolution.gateway_agent import AGENT, Agent, LiveGateway, live_gateway
+from tests.evolution.replay_helpers import held_out_gate, improvement
 from tests.evolution.test_harness_operator import decision
 from tests.evolution.test_operator_replay import SUITE
 from tests.support.upstream import Behaviour
@@ -121,22 +119,7 @@ async def test_a_harness_candidate_fixes_held_out_failures_on_replay(tmp_path) -
                 session, AGENT, built.spec, parent_id=parent.id, author="t", reason=built.summary
             )
             set_agent_settings(session, AGENT, SUITE)
-        gate = ReplayGate(live.engine, timeout=10)
-        try:
-            result = await ActivityEnvironment().run(
-                gate.run,
-                ReplayGateRequest(
-                    evolution_id="e",
-                    agent=AGENT,
-                    baseline_version=parent.id,
-                    candidate_version=candidate.id,
-                    action=Action.HARNESS,
-                    gate=GateConfig(replay_min_cases=5),
-                    window=held_out,
-                ),
-            )
-        finally:
-            await gate.aclose()
+        result = await held_out_gate(live.engine, parent.id, candidate.id, Action.HARNESS, held_out)
 
     assert wrong == ["I don't know."] * 3  # the parent's answers users corrected
     evidence = built.evidence
@@ -144,14 +127,8 @@ async def test_a_harness_candidate_fixes_held_out_failures_on_replay(tmp_path) -
     assert len(evidence["trajectory_ids"]) == 6  # trained on the training window only
     assert not set(evidence["trajectory_ids"]) & set(result.fixed)
     assert any(f"+- {FACT}" in change for change in built.changes)  # the stored diff
-    failures = next(m for m in result.metrics if m.metric == "replay:failures")
-    successes = next(m for m in result.metrics if m.metric == "replay:successes")
-    print(  # the improvement, for the person reading the test log
-        f"\nharness (bootstrap, trained on {len(evidence['trajectory_ids'])} cases): "
-        f"held-out failures parent {failures.baseline_mean:.2f} -> candidate "
-        f"{failures.candidate_mean:.2f} ({len(result.fixed)} of {failures.n_baseline} fixed); "
-        f"held-out successes parent {successes.baseline_mean:.2f} -> candidate "
-        f"{successes.candidate_mean:.2f} ({len(result.broken)} broken)"
+    failures, successes = improvement(
+        f"harness (bootstrap, trained on {len(evidence['trajectory_ids'])} cases)", result
     )
     assert failures.n_baseline == 8 and successes.n_baseline == 8
     assert failures.baseline_mean == 0.0 and failures.candidate_mean == 1.0

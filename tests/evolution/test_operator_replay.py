@@ -9,16 +9,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from temporalio.testing import ActivityEnvironment
-
-from activities.models import ReplayGateRequest
-from activities.replay import ReplayGate
 from atdp import ChatMessage, Harness, MessageAction, ModelRef, Observation, OutcomeStatus, utcnow
 from evolution.decision import Action
-from evolution.gates import GateConfig, Verdict
+from evolution.gates import Verdict
 from evolution.memory.operator import propose_memory
 from evolution.window import WindowSpec
 from registry import get_version, register_version, set_agent_settings, transaction
+from tests.evolution.replay_helpers import held_out_gate, improvement
 from tests.evolution.test_memory_operator import decision
 from tests.evolution.window_helpers import (
     AGENT,
@@ -109,34 +106,10 @@ async def test_a_memory_candidate_fixes_held_out_failures_on_replay(engine) -> N
             candidate = register_version(
                 session, AGENT, built.spec, parent_id=parent.id, author="t", reason="t"
             )
-        gate = ReplayGate(engine, timeout=10)
-        try:
-            with transaction(engine) as session:
-                set_agent_settings(session, AGENT, SUITE)
-            result = await ActivityEnvironment().run(
-                gate.run,
-                ReplayGateRequest(
-                    evolution_id="e",
-                    agent=AGENT,
-                    baseline_version=parent.id,
-                    candidate_version=candidate.id,
-                    action=Action.MEMORY,
-                    gate=GateConfig(replay_min_cases=5),
-                    window=held_out,
-                ),
-            )
-        finally:
-            await gate.aclose()
-    failures = next(m for m in result.metrics if m.metric == "replay:failures")
-    print(  # the improvement, for the person reading the test log
-        f"held-out failures: parent {failures.baseline_mean:.2f} -> "
-        f"candidate {failures.candidate_mean:.2f} ({len(result.fixed)} of 10 fixed)"
-    )
-    successes = next(m for m in result.metrics if m.metric == "replay:successes")
-    print(
-        f"held-out successes: parent {successes.baseline_mean:.2f} -> "
-        f"candidate {successes.candidate_mean:.2f}"
-    )
+        with transaction(engine) as session:
+            set_agent_settings(session, AGENT, SUITE)
+        result = await held_out_gate(engine, parent.id, candidate.id, Action.MEMORY, held_out)
+    failures, successes = improvement("memory", result)
     assert failures.baseline_mean == 0.0 and failures.candidate_mean == 1.0
     # Unrelated questions retrieve no memory, so what worked keeps working.
     assert successes.baseline_mean == successes.candidate_mean == 1.0

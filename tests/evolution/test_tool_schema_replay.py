@@ -19,14 +19,12 @@ import json
 from typing import Any
 
 import jsonschema
-from temporalio.testing import ActivityEnvironment
 
-from activities.models import ReplayGateRequest
 from activities.replay import ReplayGate
 from atdp import ToolOverride, utcnow
 from evolution.analysis import analyse_window
 from evolution.decision import Action, DecisionRecord
-from evolution.gates import GateConfig, GateResult, MetricJudgement, Verdict
+from evolution.gates import GateConfig, GateResult, Verdict
 from evolution.operators import Candidate
 from evolution.replay import ToolOutput, action_of, replay_trajectory
 from evolution.replay.cases import recorded_cases
@@ -34,6 +32,7 @@ from evolution.tool_schema import propose_tool_schema
 from evolution.window import FailureKind, WindowSpec
 from registry import AgentVersion, register_version, set_agent_settings, transaction
 from tests.evolution.gateway_agent import AGENT, Agent, LiveGateway, live_gateway
+from tests.evolution.replay_helpers import held_out_gate, improvement
 from tests.evolution.test_operator_replay import SUITE
 from tests.evolution.tool_sandbox import ToolSandbox
 from tests.support.upstream import Behaviour
@@ -137,35 +136,10 @@ async def run_gate(
     held_out: WindowSpec,
     named: NamedSandbox,
 ) -> GateResult:
-    gate = ReplayGate(live.engine, timeout=10, simulators={"orders-sandbox": named})
-    try:
-        return await ActivityEnvironment().run(
-            gate.run,
-            ReplayGateRequest(
-                evolution_id="e",
-                agent=AGENT,
-                baseline_version=parent.id,
-                candidate_version=candidate.id,
-                action=Action.TOOL_SCHEMA,
-                gate=GateConfig(replay_min_cases=5),
-                window=held_out,
-            ),
-        )
-    finally:
-        await gate.aclose()
-
-
-def printed(label: str, result: GateResult) -> tuple[MetricJudgement, MetricJudgement]:
-    """The failures' and successes' judgements, with the improvement printed."""
-    failures = next(m for m in result.metrics if m.metric == "replay:failures")
-    successes = next(m for m in result.metrics if m.metric == "replay:successes")
-    print(  # the improvement, for the person reading the test log
-        f"\n{label}: held-out failures parent {failures.baseline_mean:.2f} -> candidate "
-        f"{failures.candidate_mean:.2f} ({len(result.fixed)} of {failures.n_baseline} fixed); "
-        f"held-out successes parent {successes.baseline_mean:.2f} -> candidate "
-        f"{successes.candidate_mean:.2f} ({len(result.broken)} broken)"
+    simulators = {"orders-sandbox": named}
+    return await held_out_gate(
+        live.engine, parent.id, candidate.id, Action.TOOL_SCHEMA, held_out, simulators
     )
-    return failures, successes
 
 
 async def test_a_tool_schema_candidate_fixes_held_out_format_failures_on_replay(tmp_path) -> None:
@@ -201,7 +175,7 @@ async def test_a_tool_schema_candidate_fixes_held_out_format_failures_on_replay(
     prop = override.parameters["properties"]["order_id"]
     assert prop["pattern"] == "^ORD-\\d{6}$" and prop["examples"][0].startswith("ORD-")
     for label, result in (("stop at divergence", unsimulated), ("simulated", simulated)):
-        failures, successes = printed(label, result)
+        failures, successes = improvement(label, result)
         assert failures.candidate_mean > failures.baseline_mean  # held-out failures improve
         assert len(result.fixed) == failures.n_baseline == 8
         assert successes.n_baseline == 8 and result.broken == []

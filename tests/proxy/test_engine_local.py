@@ -21,6 +21,8 @@ from proxy.engines import LocalEngine, UpstreamError, UpstreamTimeout
 from proxy.engines.local import LoadedModel, load_model
 from proxy.streaming import assemble_chunks
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 ORDER_TOOLS = [
     {
         "type": "function",
@@ -74,15 +76,6 @@ def lora_adapter(base: Path, directory: Path) -> Path:
     config = LoraConfig(r=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
     get_peft_model(model, config).save_pretrained(directory)
     return directory
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    """One intra-op thread per generation: on 2 shared cores, more threads only contend."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

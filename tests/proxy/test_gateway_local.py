@@ -10,7 +10,6 @@ from pathlib import Path
 
 import openai
 import pytest
-import torch
 
 from atdp import ModelRef, VersionSpec
 from evolution.rl.tiny import TinyModelSpec, init_tiny
@@ -38,15 +37,9 @@ from tests.proxy.test_engine_local import (
 )
 from tests.support.gateway import GatewayServer, seed_gateway_world
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 STABLE, CANARY = "taught@1", "tiny@1"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

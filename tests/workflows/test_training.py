@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from temporalio.client import WorkflowHandle
 
 from activities.models import EvolutionRequest, Stage
 from atdp import (
@@ -99,6 +100,17 @@ def record_tool_calls(world: World, version: str, count: int) -> None:
             add_rewards(session, [reward(served, 1.0, call)])
 
 
+async def start_weights_evolution(world: World) -> WorkflowHandle:
+    forced = options().model_copy(update={"force": Action.WEIGHTS})
+    return await world.client.start_workflow(
+        EvolutionWorkflow.run,
+        EvolutionRequest(agent=AGENT, options=forced),
+        id=evolution_workflow_id(AGENT, datetime.now(UTC)),
+        task_queue=CONTROL_QUEUE,
+        execution_timeout=timedelta(minutes=5),
+    )
+
+
 def checkpoint_steps(directory: Path) -> list[int]:
     """The complete checkpoints a job has written (a partial one is a dot directory)."""
     return sorted(int(p.name.removeprefix("step-")) for p in directory.glob("step-*"))
@@ -109,15 +121,7 @@ async def test_a_killed_training_job_resumes_from_its_last_checkpoint(world: Wor
     record_tool_calls(world, version, 12)
     first = start_worker(world, tmp_path / "data")
     try:
-        handle = await world.client.start_workflow(
-            EvolutionWorkflow.run,
-            EvolutionRequest(
-                agent=AGENT, options=options().model_copy(update={"force": Action.WEIGHTS})
-            ),
-            id=evolution_workflow_id(AGENT, datetime.now(UTC)),
-            task_queue=CONTROL_QUEUE,
-            execution_timeout=timedelta(minutes=5),
-        )
+        handle = await start_weights_evolution(world)
         checkpoints = tmp_path / "data" / "checkpoints" / AGENT / handle.id
         deadline = asyncio.get_running_loop().time() + 120
         while max(checkpoint_steps(checkpoints), default=0) < 2 * EVERY:
@@ -174,15 +178,7 @@ async def test_training_steps_and_the_checkpoint_are_tracked_in_mlflow(
             {"settings": json.dumps({"training": {**TRAINING, "steps": 6, "checkpoint_every": 3}})},
         )
     record_tool_calls(world, version, 12)
-    handle = await world.client.start_workflow(
-        EvolutionWorkflow.run,
-        EvolutionRequest(
-            agent=AGENT, options=options().model_copy(update={"force": Action.WEIGHTS})
-        ),
-        id=evolution_workflow_id(AGENT, datetime.now(UTC)),
-        task_queue=CONTROL_QUEUE,
-        execution_timeout=timedelta(minutes=3),
-    )
+    handle = await start_weights_evolution(world)
     try:
         status = await wait_for(
             handle,

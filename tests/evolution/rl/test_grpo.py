@@ -33,17 +33,10 @@ from tests.conftest import postgres_schema_url
 from tests.evolution.rl import support_task as task
 from tests.support.gateway import GatewayServer, seed_gateway_world
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 EVAL_SEEDS = (1, 2, 3)
 MAX_TOKENS = 72
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    # On a small shared CPU one thread per generation is far faster than torch's default.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,8 @@ from evolution.rl.samples import RecordedPrompt  # noqa: E402
 from evolution.rl.tiny import TinyModelSpec, init_tiny  # noqa: E402
 from evolution.rl.trainer import LoraSettings, TrainConfig, latest_checkpoint, train  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 PROMPTS = [
     RecordedPrompt(
         event_id=str(i),
@@ -44,14 +46,6 @@ def config(**changes) -> TrainConfig:
         seed=0,
     )
     return TrainConfig(**{**fields, **changes})
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_torch_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
@@ -91,16 +85,17 @@ def test_checkpoints_and_an_interrupted_job_resumes_exactly(base, tmp_path) -> N
 def test_ppo_with_a_kl_penalty_and_lora_give_a_plain_merged_checkpoint(base, tmp_path) -> None:
     from transformers import AutoModelForCausalLM
 
+    lora_ppo = config(
+        objective=ObjectiveConfig(kind="ppo", kl_coef=0.1),
+        lora=LoraSettings(rank=4, alpha=8),
+        learning_rate=5e-3,
+    )
     result = train(
         base,
         tmp_path,
         PROMPTS,
         has_an_a,
-        config(
-            objective=ObjectiveConfig(kind="ppo", kl_coef=0.1),
-            lora=LoraSettings(rank=4, alpha=8),
-            learning_rate=5e-3,
-        ),
+        lora_ppo,
     )
     assert all(m.kl >= 0 for m in result.history)
     assert (tmp_path / "step-2" / "adapter" / "adapter_config.json").exists()
@@ -110,17 +105,7 @@ def test_ppo_with_a_kl_penalty_and_lora_give_a_plain_merged_checkpoint(base, tmp
     AutoModelForCausalLM.from_pretrained(result.checkpoint)  # loads as a plain model
     # Resuming a LoRA job reloads its adapter on the unchanged base.
     shutil.rmtree(tmp_path / "step-4")
-    again = train(
-        base,
-        tmp_path,
-        PROMPTS,
-        has_an_a,
-        config(
-            objective=ObjectiveConfig(kind="ppo", kl_coef=0.1),
-            lora=LoraSettings(rank=4, alpha=8),
-            learning_rate=5e-3,
-        ),
-    )
+    again = train(base, tmp_path, PROMPTS, has_an_a, lora_ppo)
     assert again.resumed_from == 2
 
 
