@@ -2,14 +2,18 @@
 bare pass-through proxy and through the gateway (capture on, PostgreSQL registry),
 interleaved in one run.
 
-    .venv/bin/python -m benchmarks.gateway_latency [--requests 200] [--clients 1,8,32] [--write]
+    .venv/bin/python -m benchmarks.gateway_latency [--requests 200] [--clients 1,8,32]
+        [--compare CHECKOUT] [--write]
 
 Prints, per concurrency: p50/p99 of direct calls and the latency the bare proxy and the
-gateway add to them (the bare proxy is the floor any Python hop on this machine pays);
+gateway add to them (the bare proxy is the floor any Python hop on this machine pays), and
+the CPU per request of each server (the gateway's with its capture drain, a child process);
 then the open-loop request rate at which the gateway's added p50 passes 10 ms; then the
 capture rate the gateway sustains into PostgreSQL under a burst, and whether every
 submitted record was committed. Upstream, bare proxy, gateway and this load generator each
-run in their own process. --write appends the results to benchmarks/RESULTS.md.
+run in their own process. Each client's requests carry a user message of their own and a
+new session every ten requests. --compare runs the gateway of another checkout beside this
+one, for a before/after in one run. --write appends the results to benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -51,6 +56,13 @@ BODY = {
 }
 
 
+def body_for(number: int) -> dict:
+    """BODY with a user message of its own, so no request repeats another's text (and the
+    answer, which echoes it, differs too): only the system prompt recurs, as in real traffic."""
+    question = f"Where is my order {number:06d}? It was due Monday, please check."
+    return {**BODY, "messages": [BODY["messages"][0], {"role": "user", "content": question}]}
+
+
 def prepare_registry(upstream_url: str) -> tuple[str, str, str]:
     """A fresh PostgreSQL schema with one tenant, one agent and a key."""
     url, schema = fresh_schema_url()
@@ -69,14 +81,21 @@ def prepare_registry(upstream_url: str) -> tuple[str, str, str]:
     return url, schema, key
 
 
-def start_gateway(url: str, data_dir: Path, port: int) -> subprocess.Popen:
+def start_gateway(
+    url: str, data_dir: Path, port: int, source: Path | None = None
+) -> subprocess.Popen:
+    """`evoplane gateway` on `port`; with `source`, the code of that checkout instead."""
     env = {
         **os.environ,
         "EVOPLANE_DATABASE_URL": url,
         "EVOPLANE_DATA_DIR": str(data_dir),
         "EVOPLANE_GATEWAY_PORT": str(port),
     }
-    process = subprocess.Popen([str(Path(sys.executable).parent / "evoplane"), "gateway"], env=env)
+    if source is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "evoplane"), "gateway"], env=env, cwd=source
+    )
     wait_for(f"http://127.0.0.1:{port}/healthz")
     return process
 
@@ -113,8 +132,9 @@ async def closed_loop(url: str, headers: dict, clients: int, per_client: int) ->
         async def one_client(index: int) -> None:
             for i in range(per_client):
                 started = time.perf_counter()
+                body = body_for(index * 100_000 + i)
                 async with session.post(
-                    url, json=BODY, headers={**headers, "X-Session-Id": f"c{index}-{i // 10}"}
+                    url, json=body, headers={**headers, "X-Session-Id": f"c{index}-{i // 10}"}
                 ) as r:
                     await r.read()
                     assert r.status == 200, await r.text()
@@ -132,7 +152,7 @@ async def open_loop(url: str, headers: dict, rate: float, seconds: float) -> lis
         async def one(i: int) -> None:
             started = time.perf_counter()
             async with session.post(
-                url, json=BODY, headers={**headers, "X-Session-Id": f"o{i // 10}"}
+                url, json=body_for(i), headers={**headers, "X-Session-Id": f"o{i // 10}"}
             ) as r:
                 await r.read()
             latencies.append((time.perf_counter() - started) * 1000)
@@ -230,9 +250,74 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def descendants(pid: int) -> list[int]:
+    """The processes `pid` started, and theirs (the gateway's capture drain and its zygote)."""
+    parents: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            child = int(stat.parent.name)
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        parents.setdefault(parent, []).append(child)
+    found, frontier = [], [pid]
+    while frontier:
+        children = parents.get(frontier.pop(), [])
+        found += children
+        frontier += children
+    return found
+
+
+def tree_cpu(pid: int) -> tuple[float, float]:
+    """CPU seconds of a server process and of all its descendants, so far."""
+    helpers = 0.0
+    for child in descendants(pid):
+        try:
+            helpers += cpu_seconds(child)
+        except OSError:
+            continue
+    return cpu_seconds(pid), helpers
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+@dataclass
+class Target:
+    """Where one side of the comparison is served, and the process serving it (if any)."""
+
+    url: str
+    headers: dict[str, str]
+    process: subprocess.Popen | None = None
+
+
+def closed_loop_round(
+    targets: dict[str, Target], clients: int, per_client: int, rounds: int
+) -> dict[str, tuple[float, float, float, float]]:
+    """Per target: p50 and p99 latency (ms), and CPU per request (ms) of its server process
+    and of that process's children (a gateway's capture drain), the targets interleaved."""
+    runs: dict[str, list[float]] = {name: [] for name in targets}
+    cpu = {name: [0.0, 0.0] for name in targets}
+    for _ in range(rounds):
+        for name, target in targets.items():
+            pid = target.process.pid if target.process else None
+            before = tree_cpu(pid) if pid else (0.0, 0.0)
+            runs[name] += asyncio.run(closed_loop(target.url, target.headers, clients, per_client))
+            after = tree_cpu(pid) if pid else (0.0, 0.0)
+            cpu[name][0] += after[0] - before[0]
+            cpu[name][1] += after[1] - before[1]
+    requests = rounds * clients * per_client
+    return {
+        name: (
+            pct(runs[name], 0.5),
+            pct(runs[name], 0.99),
+            1000 * cpu[name][0] / requests,
+            1000 * cpu[name][1] / requests,
+        )
+        for name in targets
+    }
 
 
 def main() -> None:
@@ -246,6 +331,13 @@ def main() -> None:
         "--clients", default="1,8,32", help="comma-separated concurrency levels (closed loop)"
     )
     parser.add_argument("--rates", default="25,50,100,150,200,300,400", help="open-loop req/s")
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        metavar="CHECKOUT",
+        help="also run the gateway of another checkout (e.g. `git worktree add /tmp/before "
+        "HEAD`), interleaved, on its own registry schema: before and after in one run",
+    )
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
 
@@ -253,55 +345,49 @@ def main() -> None:
 
     upstream, upstream_url = start_upstream(20)
     url, schema, key = prepare_registry(upstream_url)
+    schemas = [schema]
     port = 18400 + os.getpid() % 500
     lines: list[str] = []
+    processes: list[subprocess.Popen] = []
     with tempfile.TemporaryDirectory() as data:
-        gateway = start_gateway(url, Path(data), port)
-        bare = start_passthrough(upstream_url, port + 1)
         try:
+            gateway = start_gateway(url, Path(data) / "gateway", port)
+            bare = start_passthrough(upstream_url, port + 1)
+            processes += [gateway, bare]
             targets = {
-                "direct": (f"{upstream_url}/chat/completions", {}),
-                "bare": (f"http://127.0.0.1:{port + 1}/v1/chat/completions", {}),
-                "gateway": (
+                "direct": Target(f"{upstream_url}/chat/completions", {}),
+                "bare": Target(f"http://127.0.0.1:{port + 1}/v1/chat/completions", {}, bare),
+                "gateway": Target(
                     f"http://127.0.0.1:{port}/v1/chat/completions",
                     {"Authorization": f"Bearer {key}"},
+                    gateway,
                 ),
             }
-            asyncio.run(closed_loop(*targets["gateway"], 4, 20))  # warm caches and pools
-            asyncio.run(closed_loop(*targets["bare"], 4, 20))
+            if args.compare:
+                other_url, other_schema, other_key = prepare_registry(upstream_url)
+                schemas.append(other_schema)
+                other = start_gateway(other_url, Path(data) / "other", port + 2, args.compare)
+                processes.append(other)
+                targets["compared"] = Target(
+                    f"http://127.0.0.1:{port + 2}/v1/chat/completions",
+                    {"Authorization": f"Bearer {other_key}"},
+                    other,
+                )
+            for name in ("bare", "gateway", "compared"):  # warm caches and pools
+                if name in targets:
+                    asyncio.run(closed_loop(targets[name].url, targets[name].headers, 4, 20))
             rows = []
             for clients in [int(c) for c in args.clients.split(",") if c]:
                 per_client = max(10, args.requests // clients)
-                runs: dict[str, list[float]] = {name: [] for name in targets}
-                cpu = {"bare": 0.0, "gateway": 0.0}
-                for _ in range(args.rounds):
-                    for name, target in targets.items():
-                        server = {"bare": bare.pid, "gateway": gateway.pid}.get(name)
-                        before = cpu_seconds(server) if server else 0.0
-                        runs[name] += asyncio.run(closed_loop(*target, clients, per_client))
-                        if server:
-                            cpu[name] += cpu_seconds(server) - before
-                requests = args.rounds * clients * per_client
-                cpu_ms = {name: 1000 * seconds / requests for name, seconds in cpu.items()}
-                row = (
-                    clients,
-                    *[pct(runs[n], q) for n in targets for q in (0.5, 0.99)],
-                    cpu_ms["bare"],
-                    cpu_ms["gateway"],
-                )
-                rows.append(row)
-                _, d50, d99, b50, b99, g50, g99, bare_cpu, gateway_cpu = row
-                print(
-                    f"{clients:3d} clients  direct {d50:6.2f} / {d99:6.2f}  "
-                    f"bare proxy adds {b50 - d50:5.2f} / {b99 - d99:5.2f}  "
-                    f"gateway adds {g50 - d50:5.2f} / {g99 - d99:5.2f} ms (p50 / p99); "
-                    f"CPU per request: bare {bare_cpu:.2f} ms, gateway {gateway_cpu:.2f} ms"
-                )
+                row = closed_loop_round(targets, clients, per_client, args.rounds)
+                rows.append((clients, row))
+                print(f"{clients:3d} clients  " + _summary(row))
             knee = None
             sweep = []
             for rate in [int(r) for r in args.rates.split(",") if r]:
-                d = asyncio.run(open_loop(*targets["direct"], rate, 3))
-                g = asyncio.run(open_loop(*targets["gateway"], rate, 3))
+                d = asyncio.run(open_loop(targets["direct"].url, {}, rate, 3))
+                gateway_target = targets["gateway"]
+                g = asyncio.run(open_loop(gateway_target.url, gateway_target.headers, rate, 3))
                 added = statistics.median(g) - statistics.median(d)
                 sweep.append((rate, added))
                 print(f"open loop {rate:4d} req/s: added p50 {added:6.2f} ms")
@@ -312,48 +398,74 @@ def main() -> None:
             print(
                 f"capture writer: {capture_rate:,.0f} events/s into PostgreSQL, {capture_lost} lost"
             )
-            today = f"{datetime.now(UTC):%Y-%m-%d}, {platform.machine()}, {os.cpu_count()} cores"
-            command = (
-                f"python -m benchmarks.gateway_latency --requests {args.requests} "
-                f"--rounds {args.rounds} --capture-events {args.capture_events}"
-            )
-            lines = [
-                f"\n## Gateway overhead ({today})\n",
-                f"`{command}`: an upstream with a fixed 20 ms delay, called directly and through "
-                "a bare pass-through proxy (benchmarks/passthrough.py: same server stack, no "
-                "auth, no capture) and the gateway (capture on, PostgreSQL registry), "
-                "interleaved; each server and the load generator in its own process.\n",
-                "| clients | direct p50 / p99 ms | bare proxy adds p50 / p99 ms "
-                "| gateway adds p50 / p99 ms | server CPU per request, bare / gateway ms |",
-                "|---|---|---|---|---|",
-                *[
-                    f"| {c} | {d50:.2f} / {d99:.2f} | {b50 - d50:.2f} / {b99 - d99:.2f} "
-                    f"| {g50 - d50:.2f} / {g99 - d99:.2f} | {bc:.2f} / {gc:.2f} |"
-                    for c, d50, d99, b50, b99, g50, g99, bc, gc in rows
-                ],
-                "",
-                "Open loop, added p50 by request rate: "
-                + ", ".join(f"{r}/s: {a:.2f} ms" for r, a in sweep)
-                + (
-                    f"; it passes 10 ms at about {knee} req/s."
-                    if knee
-                    else "; it stayed under 10 ms."
-                ),
-                "",
-                "Capture writer (spool, fsync per batch, COPY into PostgreSQL), fed "
-                f"{args.capture_events:,} llm_call-sized events as fast as it takes them: "
-                f"{capture_rate:,.0f} events/s sustained, {capture_lost} lost.",
-            ]
+            lines = _report(args, rows, sweep, knee, capture_rate, capture_lost)
         finally:
-            for process in (gateway, bare):
+            for process in processes:
                 process.terminate()
                 process.wait(30)
             upstream.stdin.close()
             upstream.wait(10)
-            drop_schema(schema)
+            for name in schemas:
+                drop_schema(name)
     if args.write:
         with (ROOT / "benchmarks" / "RESULTS.md").open("a") as results:
             results.write("\n".join(lines) + "\n")
+
+
+def _summary(row: dict[str, tuple[float, float, float, float]]) -> str:
+    d50, d99, _, _ = row["direct"]
+    parts = [f"direct {d50:6.2f} / {d99:6.2f}"]
+    for name, label in (("bare", "bare proxy"), ("gateway", "gateway"), ("compared", "compared")):
+        if name in row:
+            p50, p99, own, children = row[name]
+            cpu = f"{own:.2f}" + (f" + drain {children:.2f}" if name != "bare" else "")
+            parts.append(f"{label} adds {p50 - d50:5.2f} / {p99 - d99:5.2f} (CPU {cpu} ms)")
+    return "  ".join(parts) + "  [ms, p50 / p99; CPU per request]"
+
+
+def _report(args, rows, sweep, knee, capture_rate: float, capture_lost: int) -> list[str]:
+    """The results as a RESULTS.md section."""
+    today = f"{datetime.now(UTC):%Y-%m-%d}, {platform.machine()}, {os.cpu_count()} cores"
+    command = (
+        f"python -m benchmarks.gateway_latency --requests {args.requests} "
+        f"--rounds {args.rounds} --capture-events {args.capture_events} "
+        f"--clients {args.clients} --rates {args.rates}"
+        + (f" --compare {args.compare}" if args.compare else "")
+    )
+    compared = bool(args.compare)
+    header = (
+        "| clients | direct p50 / p99 ms | bare proxy adds p50 / p99 ms "
+        "| gateway adds p50 / p99 ms "
+        + ("| compared checkout adds p50 / p99 ms " if compared else "")
+        + "| CPU per request ms: bare / gateway (+ drain)"
+        + (" / compared (+ its children)" if compared else "")
+        + " |"
+    )
+    table = [header, "|---|---|---|---|" + ("---|" if compared else "") + "---|"]
+    for clients, row in rows:
+        d50, d99, _, _ = row["direct"]
+        cells = [f"{clients}", f"{d50:.2f} / {d99:.2f}"]
+        names = ["bare", "gateway", *(["compared"] if compared else [])]
+        cells += [f"{row[n][0] - d50:.2f} / {row[n][1] - d99:.2f}" for n in names]
+        cpu = [f"{row[n][2]:.2f} (+ {row[n][3]:.2f})" for n in names[1:]]
+        cells.append(" / ".join([f"{row['bare'][2]:.2f}", *cpu]))
+        table.append("| " + " | ".join(cells) + " |")
+    return [
+        f"\n## Gateway overhead ({today})\n",
+        f"`{command}`: an upstream with a fixed 20 ms delay, called directly and through "
+        "a bare pass-through proxy (benchmarks/passthrough.py: same server stack, no "
+        "auth, no capture) and the gateway (capture on, PostgreSQL registry), "
+        "interleaved; each server and the load generator in its own process.\n",
+        *table,
+        "",
+        "Open loop, added p50 by request rate: "
+        + ", ".join(f"{r}/s: {a:.2f} ms" for r, a in sweep)
+        + (f"; it passes 10 ms at about {knee} req/s." if knee else "; it stayed under 10 ms."),
+        "",
+        "Capture writer (spool, fsync per batch, COPY into PostgreSQL), fed "
+        f"{args.capture_events:,} llm_call-sized events as fast as it takes them: "
+        f"{capture_rate:,.0f} events/s sustained, {capture_lost} lost.",
+    ]
 
 
 if __name__ == "__main__":

@@ -119,7 +119,7 @@ class EventReport(_Target):
 async def _locate(gateway, tenant: str, target: _Target) -> tuple[uuid.UUID, uuid.UUID | None]:
     """(trajectory id, event id) of the target, if `tenant` owns it; else 404."""
     if target.event_id is not None:
-        recent = gateway.recent_events.get(target.event_id)
+        recent = gateway.recent_events.get(str(target.event_id))
         if recent is not None:
             if recent[0] != tenant:
                 raise _not_found("event", target.event_id)
@@ -259,7 +259,7 @@ async def record_event(gateway, tenant: str, report: EventReport) -> Event:
             )
         )
     gateway.writer.submit(records)
-    gateway.remember([event])
+    gateway.remember(tenant, trajectory_id, [str(event.id)])
     return event
 
 

@@ -7,7 +7,6 @@ replay engine and tests can drive the same pipeline.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import os
 import time
@@ -18,7 +17,6 @@ from typing import Any
 
 from atdp import (
     Event,
-    Governance,
     Harness,
     OutcomeStatus,
     RedactionStatus,
@@ -29,6 +27,7 @@ from atdp import (
 )
 from proxy.capture import CaptureRecord, CaptureWriter, Spool
 from proxy.capture.events import (
+    EventDocument,
     Exchange,
     PendingExchange,
     SessionBook,
@@ -53,6 +52,7 @@ from registry import (
     ApiKeyIdentity,
     NotFoundError,
     SealedEvent,
+    SessionRoute,
     TenantPolicy,
     TrajectoryEnd,
     check_schema,
@@ -70,62 +70,45 @@ log = logging.getLogger(__name__)
 class Capture:
     """An exchange between the two phases of its capture.
 
-    `pending` holds the raw events (sealed, if the tenant wants it, never stored in the
-    clear); `before` and `draft` are their redacted versions.
+    `pending` holds the raw event documents (sealed, if the tenant wants it, never stored
+    in the clear); `before` and `draft` are their redacted versions.
     """
 
     state: SessionState
     pending: PendingExchange
     redactor: Redactor
     regenerated: uuid.UUID | None
-    before: list[Event]
-    draft: Event
+    before: list[EventDocument]
+    draft: EventDocument
     seal_key: str | None = None
 
 
-def _merged(answer: Governance, prompt: Governance) -> Governance:
-    """One governance record for an event redacted in two parts (prompt, then answer)."""
-    return answer.model_copy(
-        update={
-            "redaction": RedactionStatus.REDACTED,
-            "redacted_fields": list(
-                dict.fromkeys([*prompt.redacted_fields, *answer.redacted_fields])
-            ),
-            "labels": sorted({*prompt.labels, *answer.labels}),
-        }
-    )
-
-
-def _with_redacted_answer(redactor: Redactor, raw_llm: Event, draft: Event) -> Event:
+def _with_redacted_answer(
+    redactor: Redactor, raw_llm: EventDocument, draft: EventDocument
+) -> EventDocument:
     """The llm_call with its prompt as redacted in phase one and its answer redacted now."""
-    action = raw_llm.action
-    plain_text = action is not None and action.type == "message" and not action.tool_calls
-    if plain_text and not redactor.redact_text(action.content or "").count:
-        # The common case, a text answer with nothing to redact: no second event walk.
-        parts = {"observation": draft.observation, "hidden": draft.hidden}
-        return raw_llm.model_copy(update={**parts, "governance": draft.governance})
-    llm = redactor.redact_event(raw_llm.model_copy(update={"observation": None, "hidden": None}))
-    llm = llm.model_copy(update={"observation": draft.observation, "hidden": draft.hidden})
-    if draft.governance.redacted_fields:
-        llm = llm.model_copy(update={"governance": _merged(llm.governance, draft.governance)})
-    return llm
+    answer = redactor.redact_document(
+        {"action": raw_llm["action"], "governance": draft["governance"]}
+    )
+    return {
+        **raw_llm,
+        "observation": draft["observation"],
+        "hidden": draft["hidden"],
+        "action": answer["action"],
+        "governance": answer["governance"],
+    }
 
 
 def _sealed(
-    raw: list[Event], redacted: list[Event], key: str
-) -> tuple[list[Event], list[SealedEvent]]:
+    raw: list[EventDocument], redacted: list[EventDocument], key: str
+) -> tuple[list[EventDocument], list[SealedEvent]]:
     """Seal the raw copy of every event redaction changed, and point the stored one at it."""
     now, kept, sealed = utcnow(), [], []
     for original, stored in zip(raw, redacted, strict=True):
-        if stored.governance.redaction is RedactionStatus.REDACTED:
-            sealed.append(seal_event(original, key, now))
-            stored = stored.model_copy(
-                update={
-                    "governance": stored.governance.model_copy(
-                        update={"sealed_ref": f"sealed:{stored.id}"}
-                    )
-                }
-            )
+        if stored["governance"]["redaction"] == RedactionStatus.REDACTED:
+            sealed.append(seal_event(Event.model_validate(original), key, now))
+            governance = {**stored["governance"], "sealed_ref": f"sealed:{stored['id']}"}
+            stored = {**stored, "governance": governance}
         kept.append(stored)
     return kept, sealed
 
@@ -167,7 +150,7 @@ class Gateway:
         self.db = create_db_engine(config.database_url)
         check_schema(self.db)
         self.catalog = Catalog(self.db, ttl=config.catalog_ttl)
-        self.router = Router(self.catalog)
+        self.router = Router(self.catalog, self._record_placement)
         self.writer = CaptureWriter(
             self.db,
             Spool(config.spool_dir),
@@ -177,7 +160,7 @@ class Gateway:
         self.sessions = SessionBook()
         self.shadow_sessions = SessionBook()
         self.limiter = TokenBucket(config.rate_limit) if config.rate_limit else None
-        self.recent_events: OrderedDict[uuid.UUID, tuple[str, uuid.UUID]] = OrderedDict()
+        self.recent_events: OrderedDict[str, tuple[str, uuid.UUID]] = OrderedDict()
         self._engines: dict[tuple[str, str], UpstreamEngine] = {}
         # In-process models by (checkpoint, adapter), least recently used first.
         self._local: OrderedDict[tuple[str, str | None], LocalEngine] = OrderedDict()
@@ -187,16 +170,29 @@ class Gateway:
 
     async def start(self) -> None:
         await asyncio.to_thread(self.writer.start)
+        asyncio.get_running_loop().add_reader(self.writer.placements, self._adopt_placements)
         self.spawn(self._sweep_idle_sessions())
 
+    def _record_placement(self, route: SessionRoute) -> None:
+        self.writer.submit([CaptureRecord("session_route", route)])
+
+    def _adopt_placements(self) -> None:
+        for route in self.writer.lost_placements():
+            self.router.adopt(route)
+
     async def _sweep_idle_sessions(self) -> None:
-        """Close sessions gone quiet: the trajectory ends, abandonment is a weak signal."""
+        """Close sessions gone quiet (the trajectory ends, abandonment is a weak signal), and
+        restart the capture drain should it have died."""
         while True:
             await asyncio.sleep(self.config.sweep_interval)
             try:
                 self.close_idle_sessions()
             except Exception:  # noqa: BLE001 - the sweep must outlive one bad session
                 log.exception("closing idle sessions failed")
+            try:
+                await asyncio.to_thread(self.writer.ensure_running)
+            except Exception:  # noqa: BLE001 - tried again at the next sweep
+                log.exception("restarting the capture drain failed")
 
     def close_idle_sessions(self) -> int:
         records: list[CaptureRecord] = []
@@ -230,6 +226,7 @@ class Gateway:
         await asyncio.gather(*self._background, return_exceptions=True)
         for engine in [*self._engines.values(), *self._local.values()]:
             await engine.aclose()
+        asyncio.get_running_loop().remove_reader(self.writer.placements)
         await asyncio.to_thread(self.writer.stop)
         self.db.dispose()
 
@@ -423,11 +420,10 @@ class Gateway:
         started = time.perf_counter()
         sent = asyncio.Event()
         upstream = asyncio.ensure_future(self.complete(engine, overlaid, sent))
-        # The capture work below runs once the request is on the wire (or failed to leave).
-        await asyncio.wait(
-            [upstream, asyncio.ensure_future(sent.wait())], return_when=asyncio.FIRST_COMPLETED
-        )
+        upstream.add_done_callback(lambda _: sent.set())
         try:
+            # The capture work below runs once the request is on the wire (or failed to leave).
+            await sent.wait()
             capture = await self.begin_capture(
                 identity.tenant,
                 agent,
@@ -480,6 +476,7 @@ class Gateway:
         policy = await self.catalog.policy(tenant)
         # Only real users' data may train: shadow and evaluation traffic never does.
         opt_out = training_opt_out or traffic is not Traffic.USER
+        governance = decide_governance(policy, training_opt_out=opt_out, now=utcnow())
         exchange = Exchange(
             tenant=tenant,
             agent=agent,
@@ -488,30 +485,29 @@ class Gateway:
             overlaid=overlaid,
             version=version,
             traffic=traffic,
-            governance=decide_governance(policy, training_opt_out=opt_out, now=utcnow()),
+            governance=governance.model_dump(mode="json"),
         )
         pending = begin_exchange(state, exchange)
-        request_key = hashlib.sha1("".join(pending.keys).encode()).hexdigest()
+        request_key = hash(tuple(pending.keys))
         regenerated = state.last_llm_event if request_key == state.last_request_key else None
         state.last_request_key = request_key
         redactor = self.redactor_for(policy)
-        seal = self.config.seal_key if policy.seal_raw else None
         capture = Capture(
             state=state,
             pending=pending,
             redactor=redactor,
             regenerated=regenerated,
-            before=[redactor.redact_event(event) for event in pending.before],
-            draft=redactor.redact_event(pending.draft),
-            seal_key=seal,
+            before=[redactor.redact_document(event) for event in pending.before],
+            draft=redactor.redact_document(pending.draft),
+            seal_key=self.config.seal_key if policy.seal_raw else None,
         )
         # What the request alone determines is spooled now, while the upstream works.
         self.writer.submit(self._records(capture, pending.before, capture.before)[0])
         return capture
 
     def _records(
-        self, capture: Capture, raw: list[Event], events: list[Event]
-    ) -> tuple[list[CaptureRecord], list[Event]]:
+        self, capture: Capture, raw: list[EventDocument], events: list[EventDocument]
+    ) -> tuple[list[CaptureRecord], list[EventDocument]]:
         """Records for events (and, the first time, the trajectory), and the events as stored."""
         records: list[CaptureRecord] = []
         if not capture.state.recorded:
@@ -525,18 +521,22 @@ class Gateway:
 
     def finish_capture(self, capture: Capture, response: dict, latency_ms: float) -> Served:
         """Phase two: the answer, redacted, and everything handed to the capture writer."""
-        state, pending, draft = capture.state, capture.pending, capture.draft
+        state, pending = capture.state, capture.pending
         raw_llm = finish_exchange(state, pending, response, latency_ms)
-        llm = _with_redacted_answer(capture.redactor, raw_llm, draft)
+        llm = _with_redacted_answer(capture.redactor, raw_llm, capture.draft)
         records, (llm,) = self._records(capture, [raw_llm], [llm])
         events = [*capture.before, llm]
         if pending.exchange.traffic is Traffic.USER:
             rewards = implicit_rewards(events, regenerated=capture.regenerated)
             records += [CaptureRecord("reward", reward) for reward in rewards]
-            self.remember(events)
+            trajectory = state.trajectory
+            self.remember(trajectory.tenant, trajectory.id, [e["id"] for e in events])
         self.writer.submit(records)  # one spool write: durable before the answer leaves
         return Served(
-            pending.exchange.session, state.trajectory.id, llm.id, pending.exchange.version.id
+            pending.exchange.session,
+            state.trajectory.id,
+            pending.draft_id,
+            pending.exchange.version.id,
         )
 
     async def capture(
@@ -566,10 +566,11 @@ class Gateway:
         )
         return self.finish_capture(capture, response, latency_ms)
 
-    def remember(self, events: list[Event]) -> None:
-        """Recent events' owners, so feedback on them is tenant-checked without the registry."""
-        for event in events:
-            self.recent_events[event.id] = (event.metadata.tenant, event.trajectory_id)
+    def remember(self, tenant: str, trajectory_id: uuid.UUID, event_ids: list[str]) -> None:
+        """Recent events' owners (by id as text), so feedback on them is tenant-checked
+        without the registry."""
+        for event_id in event_ids:
+            self.recent_events[event_id] = (tenant, trajectory_id)
         while len(self.recent_events) > 200_000:
             self.recent_events.popitem(last=False)
 

@@ -47,8 +47,12 @@ class Overlaid:
 def apply_overlays(
     body: dict[str, Any], spec: VersionSpec, memory: MemoryIndex | None = None
 ) -> Overlaid:
-    """The request `spec` sends upstream for the agent's `body` (which is not modified)."""
-    body = copy.deepcopy(body)
+    """The request `spec` sends upstream for the agent's `body` (which is not modified).
+
+    The upstream body shares the agent's messages and tools where no overlay changes them:
+    every overlay builds new dicts and lists instead of changing those it was given.
+    """
+    body = dict(body)
     agent_messages = list(body.get("messages") or [])
     agent_tools = body.get("tools")
     retrieved = _retrieve(agent_messages, spec, memory)

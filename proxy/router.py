@@ -3,7 +3,9 @@
 A new session is placed once: its hash bucket in [0, 1) against the canary weight at that
 moment decides canary or stable, and a second, independent hash picks its upstream
 replica. The choice is stored (registry `session_route`), so the session keeps both for its
-life on every gateway replica, whatever happens to the weights later.
+life on every gateway replica, whatever happens to the weights later. Two gateways that
+place one session at the same moment, with different weights in their caches, settle on
+the first placement written: the other gateway adopts it once its own write is refused.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from atdp import utcnow
@@ -22,7 +25,6 @@ from registry import (
     SessionRoute,
     get_session_route,
     is_unreachable,
-    route_session,
 )
 
 __all__ = ["Route", "Router", "session_bucket"]
@@ -57,31 +59,69 @@ def propose(aliases: AliasState, agent: str, session_id: str) -> tuple[str, Alia
     return aliases.stable, Alias.STABLE
 
 
-class Router:
-    """Resolves (tenant, agent, session) to a Route, remembering recent sessions."""
+def _recorded_routes(session, keys: list[tuple[str, str, str]]) -> list[SessionRoute | None]:
+    return [get_session_route(session, *key) for key in keys]
 
-    def __init__(self, catalog: Catalog, *, max_sessions: int = 100_000) -> None:
+
+class Router:
+    """Resolves (tenant, agent, session) to a Route, remembering recent sessions.
+
+    A session this gateway has not seen costs one registry read (has another gateway, or an
+    earlier run, placed it?); the reads of sessions that start together share one query
+    round. Placing a new session is written by `record` (the gateway hands it to the capture
+    spool, so the write is off the request path and survives a crash). Should that write
+    find the session placed already, `adopt` makes the placement in force this gateway's.
+
+    Args:
+        record: persists a new session's placement; called on the event loop, must not block.
+    """
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        record: Callable[[SessionRoute], None],
+        *,
+        max_sessions: int = 100_000,
+    ) -> None:
         self.catalog = catalog
+        self._record = record
         self._routes: OrderedDict[tuple[str, str, str], SessionRoute] = OrderedDict()
         self._max_sessions = max_sessions
-        self._unrecorded: list[SessionRoute] = []
-        self._background: set[asyncio.Task] = set()
+        self._lookups: dict[tuple[str, str, str], asyncio.Future] = {}
+        self._looking_up: asyncio.Task | None = None
 
-    async def _record(self, proposal: SessionRoute) -> None:
-        """Persist a new session's route off the request path (and any left from an outage)."""
-        for pending in [*self._unrecorded, proposal]:
-            try:
-                recorded = await self.catalog.run(route_session, pending)
-            except Exception as error:
-                if not is_unreachable(error):
-                    raise
-                if pending is proposal:
-                    self._unrecorded.append(proposal)
-                return
-            if pending is not proposal:
-                self._unrecorded.remove(pending)
-            # Another gateway may have placed this session first: its choice wins.
-            self._routes[(recorded.agent, recorded.tenant, recorded.session)] = recorded
+    def adopt(self, route: SessionRoute) -> None:
+        """Serve a session as the registry has it placed (another gateway placed it first)."""
+        self._routes[(route.agent, route.tenant, route.session)] = route
+
+    async def _recorded_route(
+        self, agent: str, tenant: str, session_id: str
+    ) -> SessionRoute | None:
+        """The registry's route for a session, read together with other sessions' reads."""
+        key = (agent, tenant, session_id)
+        future = self._lookups.get(key)
+        if future is None:
+            future = self._lookups[key] = asyncio.get_running_loop().create_future()
+            if self._looking_up is None:
+                self._looking_up = asyncio.create_task(self._look_up())
+        return await asyncio.shield(future)
+
+    async def _look_up(self) -> None:
+        try:
+            while self._lookups:
+                await asyncio.sleep(0)  # let the sessions starting in this tick join
+                batch, self._lookups = self._lookups, {}
+                try:
+                    routes = await self.catalog.read(_recorded_routes, list(batch))
+                except Exception as error:  # noqa: BLE001 - each waiting request gets it
+                    for future in batch.values():
+                        future.set_exception(error)
+                        future.exception()  # retrieved: a request may have been cancelled
+                    continue
+                for future, route in zip(batch.values(), routes, strict=True):
+                    future.set_result(route)
+        finally:
+            self._looking_up = None
 
     async def route(self, tenant: str, agent: str, session_id: str) -> Route:
         known = await self._session_route(tenant, agent, session_id)
@@ -112,7 +152,7 @@ class Router:
             created_at=utcnow(),
         )
         try:
-            route = await self.catalog.run(get_session_route, agent, tenant, session_id)
+            route = await self._recorded_route(agent, tenant, session_id)
         except Exception as error:
             if not is_unreachable(error):
                 raise
@@ -121,15 +161,13 @@ class Router:
             # New session: serve it now, record the choice in the background (the commit is
             # the slowest step of a first request). The hash makes every gateway choose alike.
             route = proposal
-            task = asyncio.create_task(self._record(proposal))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+            self._record(proposal)
         self._routes[key] = route
         if len(self._routes) > self._max_sessions:
             self._routes.popitem(last=False)
         return route
 
     async def drain(self) -> None:
-        """Wait for routes still being recorded (shutdown, tests)."""
-        while self._background:
-            await asyncio.gather(*list(self._background), return_exceptions=True)
+        """Wait for registry reads in flight (shutdown, tests)."""
+        if self._looking_up is not None:
+            await asyncio.gather(self._looking_up, return_exceptions=True)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 import uuid
+from typing import Any
 
-from atdp import BinaryValue, Event, EventKind, Reward, RewardSource, new_id, utcnow
+from atdp import BinaryValue, EventKind, Reward, RewardSource, new_id, utcnow
 
 __all__ = ["CORRECTION", "abandonment_reward", "implicit_rewards"]
 
@@ -21,11 +22,13 @@ CORRECTION = re.compile(
 )
 
 
-def _reward(event: Event, judged: uuid.UUID, name: str, critique: str, confidence: float) -> Reward:
+def _reward(
+    event: dict[str, Any], judged: uuid.UUID | str, name: str, critique: str, confidence: float
+) -> Reward:
     return Reward(
         id=new_id(),
-        tenant=event.metadata.tenant,
-        trajectory_id=event.trajectory_id,
+        tenant=event["metadata"]["tenant"],
+        trajectory_id=event["trajectory_id"],
         event_id=judged,
         name=name,
         value=BinaryValue(value=False),
@@ -36,41 +39,32 @@ def _reward(event: Event, judged: uuid.UUID, name: str, critique: str, confidenc
     )
 
 
-def implicit_rewards(events: list[Event], *, regenerated: uuid.UUID | None = None) -> list[Reward]:
+def implicit_rewards(
+    events: list[dict[str, Any]], *, regenerated: uuid.UUID | None = None
+) -> list[Reward]:
     """Rewards implied by one exchange's new events.
 
     Args:
-        events: the exchange's events, in order (tool results, user messages, the llm_call).
+        events: the exchange's event documents (`atdp.Event` in its JSON shape), in order:
+            tool results, user messages, the llm_call.
         regenerated: the previous llm_call, when this request repeats its prompt unchanged.
     """
     rewards: list[Reward] = []
     for event in events:
-        if event.parent_id is None:
+        parent = event.get("parent_id")
+        if parent is None:
             continue
-        if event.kind is EventKind.TOOL_CALL and event.outcome and event.outcome.error_class:
+        error = (event.get("outcome") or {}).get("error_class")
+        if event["kind"] == EventKind.TOOL_CALL and error:
+            rewards.append(
+                _reward(event, parent, "tool_success", f"the tool call failed: {error}", 0.6)
+            )
+        if event["kind"] == EventKind.USER_MESSAGE and _corrects(event):
             rewards.append(
                 _reward(
-                    event,
-                    event.parent_id,
-                    "tool_success",
-                    f"the tool call failed: {event.outcome.error_class}",
-                    0.6,
+                    event, parent, "user_accepted", "the next user turn corrects the answer", 0.5
                 )
             )
-        if event.kind is EventKind.USER_MESSAGE and event.observation:
-            text = next(
-                (m.content for m in event.observation.messages if isinstance(m.content, str)), ""
-            )
-            if CORRECTION.match(text or ""):
-                rewards.append(
-                    _reward(
-                        event,
-                        event.parent_id,
-                        "user_accepted",
-                        "the next user turn corrects the answer",
-                        0.5,
-                    )
-                )
     if regenerated is not None and events:
         rewards.append(
             _reward(
@@ -82,6 +76,13 @@ def implicit_rewards(events: list[Event], *, regenerated: uuid.UUID | None = Non
             )
         )
     return rewards
+
+
+def _corrects(event: dict[str, Any]) -> bool:
+    """Whether a user message opens like a correction of the previous answer."""
+    messages = (event.get("observation") or {}).get("messages") or []
+    text = next((m["content"] for m in messages if isinstance(m.get("content"), str)), "")
+    return CORRECTION.match(text) is not None
 
 
 def abandonment_reward(

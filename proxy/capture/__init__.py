@@ -1,6 +1,7 @@
 """Capture: ATDP records off the hot path, through a crash-safe spool, into the registry."""
 
+from proxy.capture.records import CaptureRecord, commit_records
 from proxy.capture.spool import Spool
-from proxy.capture.writer import CaptureRecord, CaptureWriter, WriterStats, commit_records
+from proxy.capture.writer import CaptureWriter, WriterStats
 
 __all__ = ["CaptureRecord", "CaptureWriter", "Spool", "WriterStats", "commit_records"]

@@ -4,35 +4,29 @@ Per request, in order: the tool results the agent sends back (linked to the llm_
 asked for them), the new user messages, then the llm_call itself (the request after
 overlays, the response, tokens, timings, and the versions in force). What is "new" is
 found by comparing the request's history with what this session already recorded.
+
+Events are built as documents: plain dicts in the JSON shape of `atdp.Event`, which go
+through redaction and onto the spool as they are. The capture drain validates each into
+an `Event` off the request path (see `proxy.capture.drain`): building, validating, copying
+and serialising the models on every request was, measured, the largest part of the
+gateway's own CPU per request.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import re
 import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from atdp import (
-    ChatMessage,
-    DecodingParams,
-    Event,
     EventKind,
-    EventMetadata,
-    Governance,
-    HiddenState,
     MessageAction,
-    Observation,
-    Outcome,
     ReplayClass,
-    ReplayInfo,
-    TokenUsage,
-    ToolCall,
-    ToolCallAction,
-    ToolSpec,
     Traffic,
     Trajectory,
     VersionRefs,
@@ -43,6 +37,7 @@ from proxy.overlays import Overlaid
 from registry import AgentVersion
 
 __all__ = [
+    "EventDocument",
     "Exchange",
     "PendingExchange",
     "SessionBook",
@@ -50,19 +45,35 @@ __all__ = [
     "begin_exchange",
     "finish_exchange",
     "message_key",
+    "new_trajectory",
 ]
+
+# An event in the JSON shape of `atdp.Event` (ids and times as strings, defaults left out).
+EventDocument = dict[str, Any]
 
 _DECODING = ("temperature", "top_p", "max_tokens", "seed", "n", "stop")
 _ERROR_MARKERS = ("error", "exception", "traceback", "invalid", "failed")
+_ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def message_key(message: dict[str, Any]) -> str:
-    """A fingerprint of a message that survives clients re-serialising it differently."""
-    calls = sorted(c.get("id", "") for c in message.get("tool_calls") or [])
+def message_key(message: dict[str, Any]) -> int:
+    """A fingerprint of a message that survives clients re-serialising it differently.
+
+    Compared only with this process's own records of the session, so Python's hash does
+    (a collision, at 2**-64, would skip recording one message).
+    """
+    calls = tuple(sorted(c.get("id", "") for c in message.get("tool_calls") or []))
     content = message.get("content")
-    text = content if isinstance(content, str) else json.dumps(content, sort_keys=True)
-    raw = json.dumps([message.get("role"), text, calls, message.get("tool_call_id")])
-    return hashlib.sha1(raw.encode()).hexdigest()
+    text = content if isinstance(content, str) else _canonical(content)
+    return hash((message.get("role"), text, calls, message.get("tool_call_id")))
+
+
+def _canonical(value: Any) -> str:
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:  # not JSON (a client cannot send that, but a caller might)
+        return repr(value)
 
 
 @dataclass
@@ -71,10 +82,11 @@ class SessionState:
 
     trajectory: Trajectory
     next_seq: int = 0
-    history: list[str] = field(default_factory=list)  # message keys already recorded
-    calls: dict[str, tuple[uuid.UUID, ToolCall]] = field(default_factory=dict)
+    history: list[int] = field(default_factory=list)  # message keys already recorded
+    # The tool calls the model asked for, by call id: (its llm_call, the call's document).
+    calls: dict[str, tuple[uuid.UUID, dict[str, str]]] = field(default_factory=dict)
     last_llm_event: uuid.UUID | None = None
-    last_request_key: str | None = None
+    last_request_key: int | None = None
     recorded: bool = False  # the trajectory record has been handed to the writer
     last_seen: float = field(default_factory=time.monotonic)
     outcome_reported: bool = False  # the agent reported a task outcome (/v1/events)
@@ -132,7 +144,10 @@ class SessionBook:
 
 @dataclass
 class Exchange:
-    """One served request: what the agent sent and what went upstream."""
+    """One served request: what the agent sent and what went upstream.
+
+    `governance` is the document of the `atdp.Governance` decided for the request.
+    """
 
     tenant: str
     agent: str
@@ -141,7 +156,7 @@ class Exchange:
     overlaid: Overlaid
     version: AgentVersion
     traffic: Traffic = Traffic.USER
-    governance: Governance = field(default_factory=Governance)
+    governance: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -153,9 +168,10 @@ class PendingExchange:
     """
 
     exchange: Exchange
-    keys: list[str]
-    before: list[Event]
-    draft: Event
+    keys: list[int]
+    before: list[EventDocument]
+    draft: EventDocument
+    draft_id: uuid.UUID  # the llm_call's id (`draft["id"]` as text)
 
 
 def new_trajectory(tenant: str, agent: str, session: str, version: AgentVersion) -> Trajectory:
@@ -185,100 +201,129 @@ def begin_exchange(state: SessionState, exchange: Exchange) -> PendingExchange:
     common = 0
     while common < min(len(keys), len(state.history)) and keys[common] == state.history[common]:
         common += 1
-    before: list[Event] = []
+    before: list[EventDocument] = []
+    metadata = _metadata(exchange)
     for message in messages[common:]:
         role = message.get("role")
         if role == "tool":
-            before.append(_tool_result(state, exchange, message))
+            before.append(_tool_result(state, exchange, message, metadata))
         elif role == "user":
-            before.append(_user_message(state, exchange, message))
-    parent = before[-1].id if before else state.last_llm_event
+            before.append(_user_message(state, exchange, message, metadata))
+    parent = before[-1]["id"] if before else _text_id(state.last_llm_event)
     # The request's messages are recorded now: a retry after a failed upstream call does
     # not record them twice.
     state.history = keys
-    return PendingExchange(exchange, keys, before, _llm_draft(state, exchange, parent))
+    draft_id = new_id()
+    draft = _llm_draft(state, exchange, parent, draft_id)
+    return PendingExchange(exchange, keys, before, draft, draft_id)
 
 
 def finish_exchange(
     state: SessionState, pending: PendingExchange, response: dict[str, Any], latency_ms: float
-) -> Event:
+) -> EventDocument:
     """Phase two: the llm_call completed with the answer; the session state moves on."""
     choices = response.get("choices") or [{}]
     usage = response.get("usage") or {}
     extra: dict[str, Any] = {"response_id": response.get("id")}
     if len(choices) > 1:
         extra["other_choices"] = [c.get("message") for c in choices[1:]]
-    action, logprob_extra = _message_action(choices[0])
+    action, logprob_extra = _action_document(choices[0])
     extra.update(logprob_extra)
-    tokens = TokenUsage(
-        prompt=usage.get("prompt_tokens") or 0, completion=usage.get("completion_tokens") or 0
-    )
+    prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
     model = pending.exchange.version.spec.model
-    metadata = pending.draft.metadata.model_copy(
-        update={
-            "latency_ms": round(latency_ms, 3),
-            "tokens": tokens,
-            "cost_usd": model.cost_usd(tokens.prompt, tokens.completion),
-            "model_checkpoint": response.get("model") or pending.exchange.overlaid.model,
-            "extra": {k: v for k, v in extra.items() if v is not None},
-        }
-    )
-    llm = pending.draft.model_copy(update={"action": action, "metadata": metadata})
-    state.last_llm_event = llm.id
+    metadata = {
+        **pending.draft["metadata"],
+        "latency_ms": round(latency_ms, 3),
+        "tokens": {"prompt": prompt, "completion": completion},
+        "cost_usd": model.cost_usd(prompt, completion),
+        "model_checkpoint": response.get("model") or pending.exchange.overlaid.model,
+        "extra": {k: v for k, v in extra.items() if v is not None},
+    }
+    llm = {**pending.draft, "action": action, "metadata": metadata}
+    state.last_llm_event = pending.draft_id
     state.history = [
         *pending.keys,
         message_key({"role": "assistant", **(choices[0].get("message") or {})}),
     ]
-    for call in action.tool_calls:
-        state.calls[call.id] = (llm.id, call)
+    for call in action["tool_calls"]:
+        state.calls[call["id"]] = (state.last_llm_event, call)
     return llm
 
 
-def _metadata(exchange: Exchange, **fields: Any) -> EventMetadata:
-    return EventMetadata(
-        tenant=exchange.tenant,
-        session=exchange.session,
-        traffic=exchange.traffic,
-        agent_version_id=exchange.version.id,
-        harness_version=exchange.overlaid.fingerprints.get("harness"),
-        tool_schema_version=exchange.overlaid.fingerprints.get("tools"),
-        memory_version=exchange.overlaid.fingerprints.get("memory"),
-        guardrail_config_id=exchange.overlaid.fingerprints.get("guardrails"),
-        retrieval_snapshot_id=exchange.overlaid.fingerprints.get("retrieval"),
-        **fields,
-    )
+def _count(value: Any) -> int:
+    """A token count as reported, or 0 when the upstream reports none (or nonsense)."""
+    return int(value) if isinstance(value, int | float) and value > 0 else 0
 
 
-def _event(state: SessionState, exchange: Exchange, kind: EventKind, **fields: Any) -> Event:
-    return Event(
-        id=new_id(),
-        trajectory_id=state.trajectory.id,
-        seq=state.seq(),
-        kind=kind,
-        created_at=utcnow(),
-        governance=exchange.governance,
-        **fields,
-    )
+def _name(value: Any) -> str:
+    """`value` as an ATDP `Name` (1-200 printable characters): model output is not checked
+    like a request is, and a recorded event must not be refused for a tool's odd name."""
+    cleaned = _CONTROL.sub(" ", str(value)[:200]).strip()
+    return cleaned or "unknown"
 
 
-def _user_message(state: SessionState, exchange: Exchange, message: dict) -> Event:
+def _text_id(value: uuid.UUID | None) -> str | None:
+    return None if value is None else str(value)
+
+
+def _metadata(exchange: Exchange) -> dict[str, Any]:
+    fingerprints = exchange.overlaid.fingerprints
+    metadata = {
+        "tenant": exchange.tenant,
+        "session": exchange.session,
+        "traffic": exchange.traffic.value,
+        "agent_version_id": exchange.version.id,
+        "harness_version": fingerprints.get("harness"),
+        "tool_schema_version": fingerprints.get("tools"),
+        "memory_version": fingerprints.get("memory"),
+        "guardrail_config_id": fingerprints.get("guardrails"),
+        "retrieval_snapshot_id": fingerprints.get("retrieval"),
+    }
+    return {key: value for key, value in metadata.items() if value is not None}
+
+
+def _event(
+    state: SessionState,
+    exchange: Exchange,
+    kind: EventKind,
+    event_id: uuid.UUID | None = None,
+    **parts: Any,
+) -> EventDocument:
+    return {
+        "id": str(event_id or new_id()),
+        "trajectory_id": str(state.trajectory.id),
+        "seq": state.seq(),
+        "kind": kind.value,
+        "created_at": utcnow().isoformat(),
+        "governance": exchange.governance,
+        **parts,
+    }
+
+
+def _user_message(
+    state: SessionState, exchange: Exchange, message: dict, metadata: dict[str, Any]
+) -> EventDocument:
     return _event(
         state,
         exchange,
         EventKind.USER_MESSAGE,
-        parent_id=state.last_llm_event,
-        observation=Observation(messages=[_chat_message(message)]),
-        metadata=_metadata(exchange),
-        replay=ReplayInfo(replay_class=ReplayClass.NON_REPLAYABLE, reason="a person's input"),
+        parent_id=_text_id(state.last_llm_event),
+        observation={"messages": [_chat_message(message)]},
+        metadata=metadata,
+        replay={"class": ReplayClass.NON_REPLAYABLE.value, "reason": "a person's input"},
     )
 
 
-def _tool_result(state: SessionState, exchange: Exchange, message: dict) -> Event:
+def _tool_result(
+    state: SessionState, exchange: Exchange, message: dict, metadata: dict[str, Any]
+) -> EventDocument:
     call_id = message.get("tool_call_id") or ""
     parent, call = state.calls.get(call_id, (state.last_llm_event, None))
-    call = call or ToolCall(
-        id=call_id or "unknown", name=message.get("name") or "unknown", arguments=""
-    )
+    call = call or {
+        "id": call_id or "unknown",
+        "name": _name(message.get("name") or "unknown"),
+        "arguments": "",
+    }
     content = message.get("content")
     returned = _parse_json(content) if isinstance(content, str) else content
     error = _error_class(returned)
@@ -286,50 +331,69 @@ def _tool_result(state: SessionState, exchange: Exchange, message: dict) -> Even
         state,
         exchange,
         EventKind.TOOL_CALL,
-        parent_id=parent,
-        action=ToolCallAction(call=call),
-        outcome=Outcome(tool_return=returned, error_class=error, success=error is None),
-        metadata=_metadata(exchange),
-        replay=ReplayInfo(
-            replay_class=ReplayClass.APPROXIMATE,
-            reason="executed by the agent; the recorded output can be substituted in replay",
-        ),
+        parent_id=_text_id(parent),
+        action={"type": "tool_call", "call": call},
+        outcome={"tool_return": returned, "error_class": error, "success": error is None},
+        metadata=metadata,
+        replay={
+            "class": ReplayClass.APPROXIMATE.value,
+            "reason": "executed by the agent; the recorded output can be substituted in replay",
+        },
     )
 
 
-def _llm_draft(state: SessionState, exchange: Exchange, parent: uuid.UUID | None) -> Event:
+def _replay_info(sent: dict[str, Any]) -> dict[str, Any]:
+    """Deterministic only when re-sending the recorded request must give the recorded answer:
+    no recorded tool outputs in the prompt, and greedy decoding or a fixed seed."""
+    reasons = []
+    if any(m.get("role") == "tool" for m in sent.get("messages") or []):
+        reasons.append("its prompt holds recorded tool outputs")
+    temperature = sent.get("temperature")
+    if isinstance(temperature, int | float) and temperature > 0 and sent.get("seed") is None:
+        reasons.append(f"sampled at temperature {temperature} without a seed: a re-run draws anew")
+    if not reasons:
+        return {"class": ReplayClass.DETERMINISTIC.value}
+    return {"class": ReplayClass.APPROXIMATE.value, "reason": "; ".join(reasons)}
+
+
+def _llm_draft(
+    state: SessionState, exchange: Exchange, parent: str | None, event_id: uuid.UUID
+) -> EventDocument:
     sent = exchange.overlaid.body
-    depends_on_tools = any(m.get("role") == "tool" for m in sent.get("messages") or [])
-    replay = (
-        ReplayInfo(
-            replay_class=ReplayClass.APPROXIMATE, reason="its prompt holds recorded tool outputs"
-        )
-        if depends_on_tools
-        else ReplayInfo(replay_class=ReplayClass.DETERMINISTIC)
-    )
+    harness = exchange.overlaid.fingerprints.get("harness")
+    observation: dict[str, Any] = {
+        "messages": [_chat_message(m) for m in sent.get("messages") or []],
+        "tools": [_tool_spec(t) for t in sent.get("tools") or []],
+    }
+    if exchange.overlaid.undo:
+        # What the model saw is recorded; this recovers what the agent sent, so a replay
+        # can serve the agent's request under another version.
+        observation["data"] = {"agent_request": exchange.overlaid.undo}
+    metadata = {**_metadata(exchange), "decoding": _decoding(sent)}
+    if harness is not None:
+        metadata["prompt_template_fingerprint"] = harness
     return _event(
         state,
         exchange,
         EventKind.LLM_CALL,
+        event_id,
         parent_id=parent,
-        observation=Observation(
-            messages=[_chat_message(m) for m in sent.get("messages") or []],
-            tools=[_tool_spec(t) for t in sent.get("tools") or []],
-            # What the model saw is recorded; this recovers what the agent sent, so a replay
-            # can serve the agent's request under another version.
-            data={"agent_request": exchange.overlaid.undo} if exchange.overlaid.undo else None,
-        ),
-        hidden=HiddenState(harness_fingerprint=exchange.overlaid.fingerprints.get("harness")),
-        metadata=_metadata(
-            exchange,
-            decoding=_decoding(sent),
-            prompt_template_fingerprint=exchange.overlaid.fingerprints.get("harness"),
-        ),
-        replay=replay,
+        observation=observation,
+        hidden={"harness_fingerprint": harness},
+        metadata=metadata,
+        replay=_replay_info(sent),
     )
 
 
 def _message_action(choice: dict) -> tuple[MessageAction, dict]:
+    """The action of a choice as the model the capture drain validates it into."""
+    action, extra = _action_document(choice)
+    return MessageAction.model_validate(action), extra
+
+
+def _action_document(choice: dict) -> tuple[dict[str, Any], dict]:
+    """A choice's message as a `MessageAction` document, and per-token logprobs kept aside
+    when no token ids align with them."""
     message = choice.get("message") or {}
     token_ids = choice.get("token_ids") or choice.get("output_token_ids")
     content_logprobs = ((choice.get("logprobs") or {}).get("content")) or []
@@ -341,65 +405,67 @@ def _message_action(choice: dict) -> tuple[MessageAction, dict]:
             {"token": e.get("token"), "logprob": e.get("logprob")} for e in content_logprobs
         ]
         logprobs = []
-    action = MessageAction(
-        content=message.get("content") if isinstance(message.get("content"), str) else None,
-        tool_calls=[_tool_call(c) for c in message.get("tool_calls") or []],
-        finish_reason=choice.get("finish_reason"),
-        token_ids=list(token_ids) if token_ids else None,
-        logprobs=[min(0.0, float(lp)) for lp in logprobs] if logprobs and token_ids else None,
-    )
+    content = message.get("content")
+    action = {
+        "type": "message",
+        "content": content if isinstance(content, str) else None,
+        "tool_calls": [_tool_call(c) for c in message.get("tool_calls") or []],
+        "finish_reason": choice.get("finish_reason"),
+        "token_ids": list(token_ids) if token_ids else None,
+        "logprobs": [min(0.0, float(lp)) for lp in logprobs] if logprobs and token_ids else None,
+    }
     return action, extra
 
 
-def _tool_call(call: dict) -> ToolCall:
+def _tool_call(call: dict) -> dict[str, str]:
     function = call.get("function") or {}
-    return ToolCall(
-        id=call.get("id") or "",
-        name=function.get("name") or "unknown",
-        arguments=function.get("arguments") or "",
-    )
+    return {
+        "id": call.get("id") or "",
+        "name": _name(function.get("name") or "unknown"),
+        "arguments": function.get("arguments") or "",
+    }
 
 
-def _chat_message(message: dict) -> ChatMessage:
+def _chat_message(message: dict) -> dict[str, Any]:
+    role = message.get("role")
     content = message.get("content")
     if content is not None and not isinstance(content, str | list):
-        content = json.dumps(content)
-    return ChatMessage(
-        role=message.get("role")
-        if message.get("role") in {"system", "developer", "user", "assistant", "tool"}
-        else "user",
-        content=content,
-        name=message.get("name"),
-        tool_calls=[_tool_call(c) for c in message.get("tool_calls") or []],
-        tool_call_id=message.get("tool_call_id"),
-    )
+        content = orjson.dumps(content).decode()
+    document: dict[str, Any] = {"role": role if role in _ROLES else "user", "content": content}
+    if message.get("name") is not None:
+        document["name"] = message["name"]
+    if message.get("tool_calls"):
+        document["tool_calls"] = [_tool_call(c) for c in message["tool_calls"]]
+    if message.get("tool_call_id") is not None:
+        document["tool_call_id"] = message["tool_call_id"]
+    return document
 
 
-def _tool_spec(tool: dict) -> ToolSpec:
+def _tool_spec(tool: dict) -> dict[str, Any]:
     function = tool.get("function") or {}
-    return ToolSpec(
-        name=function.get("name") or "unknown",
-        description=function.get("description"),
-        parameters=function.get("parameters"),
-    )
+    return {
+        "name": function.get("name") or "unknown",
+        "description": function.get("description"),
+        "parameters": function.get("parameters"),
+    }
 
 
-def _decoding(body: dict) -> DecodingParams:
+def _decoding(body: dict) -> dict[str, Any]:
     known = {k: body[k] for k in _DECODING if body.get(k) is not None}
     if isinstance(known.get("stop"), str):
         known["stop"] = [known["stop"]]
-    extra = {
+    known["extra"] = {
         k: body[k]
         for k in ("tool_choice", "response_format", "top_logprobs", "logprobs")
         if k in body
     }
-    return DecodingParams(**known, extra=extra)
+    return known
 
 
 def _parse_json(text: str) -> Any:
     try:
-        return json.loads(text)
-    except (json.JSONDecodeError, ValueError):
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
         return text
 
 
@@ -409,7 +475,7 @@ def _error_class(returned: Any) -> str | None:
         for key in ("error", "error_type", "exception"):
             if returned.get(key):
                 value = returned.get("error_type") or returned.get("type") or key
-                return str(value)[:200] if not isinstance(value, dict) else "error"
+                return _name(str(value)) if not isinstance(value, dict) else "error"
         return None
     if isinstance(returned, str):
         head = returned.strip().lower()[:80]

@@ -2,10 +2,11 @@
 
 Records are JSON lines in numbered segment files. `append` writes straight to the file
 descriptor (no user-space buffer), so once it returns a `kill -9` of the gateway cannot
-lose the record; `sync` fsyncs, which the writer does once per batch so that a power
-loss costs at most one batch window. A segment is deleted only after every record in it
-is committed to the registry; at start-up, segments left behind are replayed (writes are
-idempotent by id, so replaying twice is harmless).
+lose the record. The capture drain (`proxy.capture.drain`) tails the segments, fsyncs
+what it reads before committing it, so a power loss costs at most one drain interval, and
+deletes a segment once a newer one exists and every record in it is committed. At
+start-up, segments left behind are replayed (writes are idempotent by id, so replaying
+twice is harmless).
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Spool"]
+__all__ = ["SUFFIX", "Spool"]
 
-_SUFFIX = ".jsonl"
+SUFFIX = ".jsonl"
 
 
 class Spool:
@@ -29,7 +30,7 @@ class Spool:
         segment_bytes: rotate to a new segment once the open one grows past this size.
     """
 
-    def __init__(self, directory: Path, *, segment_bytes: int = 16 * 2**20) -> None:
+    def __init__(self, directory: Path, *, segment_bytes: int = 4 * 2**20) -> None:
         self.directory = directory
         self.directory.mkdir(parents=True, exist_ok=True)
         self.segment_bytes = segment_bytes
@@ -40,14 +41,14 @@ class Spool:
         self._size = 0
 
     def _path(self, number: int) -> Path:
-        return self.directory / f"{number:012d}{_SUFFIX}"
+        return self.directory / f"{number:012d}{SUFFIX}"
 
     def _open(self, number: int) -> int:
         return os.open(self._path(number), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
 
     def segments(self) -> list[int]:
         """Segment numbers on disk, oldest first (including the open one)."""
-        return sorted(int(p.stem) for p in self.directory.glob(f"*{_SUFFIX}") if p.stem.isdigit())
+        return sorted(int(p.stem) for p in self.directory.glob(f"*{SUFFIX}") if p.stem.isdigit())
 
     @property
     def current(self) -> int:
@@ -72,7 +73,8 @@ class Spool:
             return self._number
 
     def _rotate(self) -> None:
-        os.fsync(self._fd)
+        # Not fsynced here: a request that happens to rotate must not wait on the disk. The
+        # drain fsyncs every segment it reads before committing from it.
         os.close(self._fd)
         self._number += 1
         self._fd = self._open(self._number)

@@ -1,293 +1,220 @@
-"""The capture writer: spool first, then batched, idempotent writes to the registry.
+"""The capture writer: spool first, then a drain process writes the registry.
 
-    request handler --submit()--> spool (write) + queue --thread--> fsync, one transaction per batch
+    request handler --submit()--> spool (one write)    drain process --tail, fsync,
+                                                        validate, COPY--> registry
 
-The request path only appends to the spool file and a queue. A background thread groups
-records into batches, fsyncs the spool once per batch, and commits each batch in one
-transaction. When the database is unreachable it keeps retrying with backoff while the
-gateway keeps serving; records stay in the spool until committed. A record the registry
-refuses (not a transient failure) goes to `rejected.jsonl` with the reason, so one bad
-record never blocks the others and nothing is silently dropped.
+`submit` appends records to the spool and returns: once it has, a `kill -9` of the gateway
+cannot lose them. The drain (`proxy.capture.drain`), a process of its own started by
+`start`, does the rest, so the request path never waits for the database, never wakes a
+thread, and never shares a GIL with the driver. (A writer thread in the gateway's process,
+as before, took CPU and GIL turns from the event loop exactly when requests queued: see
+E2 in benchmarks/RESULTS.md.)
+
+Drains are forked by a zygote process that has imported them already
+(`proxy.capture.zygote`), so a gateway starts its drain in milliseconds.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import queue
-import threading
+import os
+import signal
+import tempfile
 import time
-from collections import Counter
-from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import IO
 
-import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 
-from atdp import Event, Reward, Trajectory
+from proxy.capture.drain import DrainSettings, Progress, SharedProgress
+from proxy.capture.records import CaptureRecord
 from proxy.capture.spool import Spool
-from registry import (
-    RegistryError,
-    SealedEvent,
-    TrajectoryEnd,
-    is_unreachable,
-    transaction,
-    write_batch,
-)
+from registry import SessionRoute
 
-__all__ = ["CaptureRecord", "CaptureWriter", "WriterStats"]
+__all__ = ["CaptureWriter", "WriterStats"]
 
 log = logging.getLogger(__name__)
-
-RecordKind = Literal["trajectory", "event", "reward", "sealed", "trajectory_end"]
-_MODELS: dict[str, type] = {
-    "trajectory": Trajectory,
-    "event": Event,
-    "reward": Reward,
-    "sealed": SealedEvent,
-    "trajectory_end": TrajectoryEnd,
-}
-
-
-@dataclass(frozen=True)
-class CaptureRecord:
-    """One record to persist, serialised once: the same JSON goes to the spool and the DB."""
-
-    kind: RecordKind
-    item: Trajectory | Event | Reward | SealedEvent | TrajectoryEnd
-
-    @cached_property
-    def document(self) -> str:
-        return self.item.model_dump_json()
-
-    def spool_line(self) -> str:
-        return f'{{"kind":"{self.kind}","data":{self.document}}}'
-
-    @classmethod
-    def from_json(cls, record: dict[str, Any]) -> CaptureRecord:
-        return cls(record["kind"], _MODELS[record["kind"]].model_validate(record["data"]))
 
 
 @dataclass
 class WriterStats:
-    submitted: int = 0
+    submitted: int = 0  # this run's records, and those found left behind by an earlier run
     committed: int = 0
     rejected: int = 0
     retries: int = 0
     last_error: str | None = None
-    by_kind: Counter = field(default_factory=Counter)
-
-
-def commit_records(engine: Engine, records: list[CaptureRecord]) -> None:
-    """Write one batch in one transaction: trajectories, then events, then rewards."""
-    events = [r for r in records if r.kind == "event"]
-    with transaction(engine) as session:
-        write_batch(
-            session,
-            [r.item for r in records if r.kind == "trajectory"],
-            [r.item for r in events],
-            [r.item for r in records if r.kind == "reward"],
-            event_documents=[r.document for r in events],
-            sealed=[r.item for r in records if r.kind == "sealed"],
-            endings=[r.item for r in records if r.kind == "trajectory_end"],
-        )
-
-
-def _transient(error: Exception) -> bool:
-    """A failure worth retrying: the database was unreachable or the connection broke."""
-    return is_unreachable(error)
 
 
 class CaptureWriter:
-    """Owns the spool and the background thread that drains it into the registry."""
+    """Owns the spool and the drain process that empties it into the registry.
+
+    Args:
+        engine: the registry (the drain connects to the same URL), or its URL.
+        flush_interval: how often the drain looks for new records; also the most a power
+            cut can lose (it fsyncs what it reads).
+    """
 
     def __init__(
         self,
-        engine: Engine,
+        engine: Engine | str,
         spool: Spool,
         *,
         batch_size: int = 500,
         flush_interval: float = 0.05,
         max_backoff: float = 5.0,
     ) -> None:
-        self.engine, self.spool = engine, spool
+        self.url = engine if isinstance(engine, str) else engine.url.render_as_string(False)
+        self.spool = spool
         self.batch_size, self.flush_interval, self.max_backoff = (
             batch_size,
             flush_interval,
             max_backoff,
         )
-        self.stats = WriterStats()
-        self._queue: queue.Queue[tuple[int, list[CaptureRecord]] | None] = queue.Queue()
-        self._appended: Counter[int] = Counter()
-        self._committed: Counter[int] = Counter()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._idle = threading.Condition()
+        self._first_segment = spool.current
+        self._submitted = 0
+        self._progress_file, self._shared = _shared_progress()
+        self._drain: int | None = None  # its pid
+        self._control: int | None = None  # the write end of its control pipe
+        # Session placements that lost come back here (see `lost_placements`).
+        self.placements, self._placements_in = os.pipe()
+        os.set_blocking(self.placements, False)
+        os.set_blocking(self._placements_in, False)
+        self._partial = b""
 
     # --- request path -------------------------------------------------------------------
 
     def submit(self, records: list[CaptureRecord]) -> None:
-        """Persist to the spool now (survives kill -9) and queue for the database."""
+        """Persist to the spool now (survives kill -9); the drain takes it from there."""
         if not records:
             return
-        segment = self.spool.append_lines([r.spool_line() for r in records])
-        with self._lock:
-            self._appended[segment] += len(records)
-            self.stats.submitted += len(records)
-        self._queue.put((segment, records))
+        lines = [r.spool_line() for r in records]
+        # Counted first, so the drain can never have committed more than was submitted.
+        self._submitted += len(records)
+        try:
+            self.spool.append_lines(lines)
+        except BaseException:
+            self._submitted -= len(records)
+            raise
 
     # --- lifecycle ----------------------------------------------------------------------
 
     def start(self) -> None:
-        """Replay segments a previous run left behind, then start draining new records."""
-        self.replay_leftovers()
-        self._thread = threading.Thread(target=self._run, name="capture-writer", daemon=True)
-        self._thread.start()
+        """Start the drain: it commits what an earlier run left behind, then follows."""
+        from proxy.capture.zygote import spawn_drain
 
-    def replay_leftovers(self) -> int:
-        """Commit every record of segments older than the open one, then delete them."""
-        replayed = 0
-        for number in self.spool.segments():
-            if number == self.spool.current:
-                continue
-            records = [CaptureRecord.from_json(r) for r in self.spool.read(number)]
-            with self._lock:
-                self.stats.submitted += len(records)
-            for start in range(0, len(records), self.batch_size):
-                self._commit_with_retry(records[start : start + self.batch_size])
-            replayed += len(records)
-            self.spool.delete(number)
-            log.info("replayed %d capture records from spool segment %d", len(records), number)
-        return replayed
+        settings = DrainSettings(
+            database_url=self.url,
+            directory=str(self.spool.directory),
+            first_segment=self._first_segment,
+            batch_size=self.batch_size,
+            flush_interval=self.flush_interval,
+            max_backoff=self.max_backoff,
+        )
+        drain_end, self._control = os.pipe()
+        try:
+            self._drain = spawn_drain(
+                settings, drain_end, self._progress_file.fileno(), self._placements_in
+            )
+        finally:
+            os.close(drain_end)
+
+    def lost_placements(self) -> list[SessionRoute]:
+        """Session placements the registry refused because the session had one already
+        (another gateway, an earlier run), as the routes in force. Read it when
+        `placements` (a descriptor) is readable."""
+        data = self._partial
+        while True:
+            try:
+                chunk = os.read(self.placements, 1 << 16)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            data += chunk
+        *lines, self._partial = data.split(b"\n")
+        return [SessionRoute.model_validate_json(line) for line in lines if line]
+
+    def ensure_running(self) -> bool:
+        """Start another drain if this one died (a bug, the kernel's OOM killer); returns
+        whether it had to. Nothing is lost: what it had not committed is in the spool."""
+        if self._drain is None or self._running():
+            return False
+        log.error("the capture drain exited unexpectedly; starting another")
+        os.close(self._control)
+        # The new drain takes every segment there is as left behind, and counts afresh.
+        self.spool.rotate()
+        self._first_segment, self._submitted = self.spool.current, 0
+        self._progress_file.close()
+        self._progress_file, self._shared = _shared_progress()
+        self.start()
+        return True
+
+    @property
+    def stats(self) -> WriterStats:
+        progress = self._shared.counters
+        return WriterStats(
+            submitted=self._submitted + progress[Progress.LEFTOVER],
+            committed=progress[Progress.COMMITTED],
+            rejected=progress[Progress.REJECTED],
+            retries=progress[Progress.RETRIES],
+            last_error=self._shared.error,
+        )
+
+    @property
+    def pending(self) -> int:
+        """Records submitted (or left behind earlier) and neither committed nor rejected."""
+        stats = self.stats
+        return stats.submitted - stats.committed - stats.rejected
 
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until everything submitted so far is committed (or rejected)."""
         deadline = time.monotonic() + timeout
-        with self._idle:
-            while self.pending > 0:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._idle.wait(min(remaining, 0.1))
+        asked = False
+        while not self._shared.counters[Progress.SCANNED] or self.pending > 0:
+            if not self._running():
+                return False
+            if not asked:
+                self._send(b"flush\n")  # cut the drain's wait short
+                asked = True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.002)
         return True
 
-    @property
-    def pending(self) -> int:
-        with self._lock:
-            return self.stats.submitted - self.stats.committed - self.stats.rejected
-
     def stop(self, timeout: float = 30.0) -> None:
-        """Drain what is queued (bounded by `timeout`), then close the spool."""
-        if self._thread is not None:
-            self.flush(timeout)
-            self._queue.put(None)
-            self._thread.join(timeout)
-            self._thread = None
+        """Close the spool, let the drain commit what is in it (bounded by `timeout`)."""
         self.spool.close()
+        if self._control is not None:
+            self._send(b"stop\n")
+            deadline = time.monotonic() + timeout
+            while self._running() and time.monotonic() < deadline:
+                time.sleep(0.005)
+            if self._running():  # the registry is down: the spool keeps the rest
+                os.kill(self._drain, signal.SIGKILL)
+            os.close(self._control)
+            self._control = self._drain = None
+        self._progress_file.close()
+        for fd in (self.placements, self._placements_in):
+            os.close(fd)
 
-    # --- background thread --------------------------------------------------------------
+    def _running(self) -> bool:
+        if self._drain is None or self._shared.counters[Progress.DONE]:
+            return False
+        try:
+            os.kill(self._drain, 0)  # the zygote reaps its drains: a dead one is gone
+        except ProcessLookupError:
+            return False
+        return True
 
-    def _next_batch(self) -> tuple[list[tuple[int, list[CaptureRecord]]], bool]:
-        first = self._queue.get()
-        if first is None:
-            return [], True
-        batch, size, stop = [first], len(first[1]), False
-        deadline = time.monotonic() + self.flush_interval
-        while size < self.batch_size:
-            try:
-                item = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                break
-            if item is None:
-                stop = True
-                break
-            batch.append(item)
-            size += len(item[1])
-        return batch, stop
+    def _send(self, message: bytes) -> None:
+        try:
+            os.write(self._control, message)
+        except OSError:  # it has exited; callers see that
+            pass
 
-    def _run(self) -> None:
-        while True:
-            batch, stop = self._next_batch()
-            if batch:
-                self.spool.sync()
-                self._commit_with_retry([r for _, records in batch for r in records])
-                self._account(batch)
-            if stop:
-                return
 
-    def _commit_with_retry(self, records: list[CaptureRecord]) -> None:
-        backoff = 0.05
-        while True:
-            try:
-                commit_records(self.engine, records)
-                self._count(records, committed=True)
-                return
-            except Exception as error:  # noqa: BLE001 - classified below
-                if not _transient(error):
-                    self._commit_one_by_one(records)
-                    return
-                self.stats.retries += 1
-                self.stats.last_error = f"{type(error).__name__}: {str(error).splitlines()[0]}"
-                log.warning(
-                    "registry unreachable, retrying capture batch: %s", self.stats.last_error
-                )
-                time.sleep(backoff)
-                backoff = min(backoff * 2, self.max_backoff)
-
-    def _commit_one_by_one(self, records: list[CaptureRecord]) -> None:
-        """Isolate the record(s) the registry refuses; commit the rest."""
-        for record in records:
-            try:
-                commit_records(self.engine, [record])
-                self._count([record], committed=True)
-            except (RegistryError, sa.exc.IntegrityError, ValueError) as error:
-                self._reject(record, error)
-            except Exception as error:  # noqa: BLE001
-                if not _transient(error):
-                    self._reject(record, error)
-                else:
-                    self._commit_with_retry([record])
-
-    def _reject(self, record: CaptureRecord, error: Exception) -> None:
-        line = {
-            "error": f"{type(error).__name__}: {error}",
-            "kind": record.kind,
-            "data": json.loads(record.document),
-        }
-        with (self.spool.directory / "rejected.jsonl").open("a") as handle:
-            handle.write(json.dumps(line, ensure_ascii=False) + "\n")
-        self._count([record], committed=False)
-        log.error("capture record rejected by the registry: %s", line["error"])
-
-    def _count(self, records: list[CaptureRecord], *, committed: bool) -> None:
-        with self._lock:
-            if committed:
-                self.stats.committed += len(records)
-                self.stats.by_kind.update(r.kind for r in records)
-            else:
-                self.stats.rejected += len(records)
-
-    def _account(self, batch: list[tuple[int, list[CaptureRecord]]]) -> None:
-        """Delete closed segments whose records are all in the registry."""
-        with self._lock:
-            for segment, records in batch:
-                self._committed[segment] += len(records)
-            done = [
-                s
-                for s, n in self._appended.items()
-                if s != self.spool.current and self._committed[s] >= n
-            ]
-            for segment in done:
-                del self._appended[segment], self._committed[segment]
-        for segment in done:
-            self.spool.delete(segment)
-        if self._queue.empty() and self.spool.current in self._appended:
-            with self._lock:
-                caught_up = (
-                    self._committed[self.spool.current] >= self._appended[self.spool.current]
-                )
-            if caught_up and self._appended[self.spool.current] >= 1_000:
-                self.spool.rotate()  # keep the open segment from growing without bound
-        with self._idle:
-            self._idle.notify_all()
+def _shared_progress() -> tuple[IO[bytes], SharedProgress]:
+    """An unlinked file both processes map, holding the drain's counters (`Progress`)."""
+    file = tempfile.TemporaryFile()
+    file.truncate(SharedProgress.SIZE)
+    return file, SharedProgress(file.fileno())

@@ -12,21 +12,13 @@ import json
 import re
 import string
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from atdp import (
-    ChatMessage,
     Event,
     Governance,
-    HiddenState,
-    MessageAction,
-    Observation,
-    Outcome,
     RedactionStatus,
-    ToolCall,
-    ToolCallAction,
-    ToolSpec,
 )
 from atdp.event import HIDDEN_TEXT_LIMIT
 
@@ -50,17 +42,30 @@ _DIGIT_GROUP = re.compile(r"[0-9]+")
 class Detector:
     """One kind of sensitive value: its governance label, its placeholder, how to find it.
 
-    `triggers` are lowercase substrings one of which any match must contain; text without
-    them skips the detector, so most prose costs a few substring searches. Empty: always run.
+    `triggers` are lowercase substrings one of which any match must contain, and `requires`
+    a regex any match must contain; text without them skips the detector, so most prose
+    costs a regex search or two. Neither: always run.
     """
 
     label: str
     kind: str
     find: Finder
     triggers: tuple[str, ...] = ()
+    requires: str | None = None
+    _triggers: re.Pattern[str] | None = field(init=False, default=None)
+    _requires: re.Pattern[str] | None = field(init=False, default=None)
 
-    def may_match(self, lowered: str) -> bool:
-        return not self.triggers or any(trigger in lowered for trigger in self.triggers)
+    def __post_init__(self) -> None:
+        if self.triggers:  # one search in C instead of a Python loop over substrings
+            triggers = re.compile("|".join(re.escape(trigger) for trigger in self.triggers))
+            object.__setattr__(self, "_triggers", triggers)
+        if self.requires:
+            object.__setattr__(self, "_requires", re.compile(self.requires))
+
+    def may_match(self, lowered: str, text: str) -> bool:
+        if self._triggers is not None and self._triggers.search(lowered) is None:
+            return False
+        return self._requires is None or self._requires.search(text) is not None
 
     @property
     def placeholder(self) -> str:
@@ -269,7 +274,6 @@ _ASSIGNMENT = (
 # Lowercase substrings that every match of a secret detector contains.
 _KEY_TRIGGERS = ("private key", "sk-", "evp_", "akia", "github_pat_", *(f"gh{c}_" for c in "pousr"))
 _NAME_TRIGGERS = ("key", "secret", "passw", "passphrase", "pwd", "token", "authoriz", "credential")
-_DIGITS = tuple("0123456789")
 
 _EMAIL = (
     r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}@"
@@ -282,10 +286,13 @@ BUILTIN_DETECTORS = (
     Detector(API_KEY, "API_KEY", _regex(_KEY), _KEY_TRIGGERS),
     Detector(API_KEY, "API_KEY", _regex(_BEARER), ("bearer",)),
     Detector(API_KEY, "API_KEY", _regex(_ASSIGNMENT), _NAME_TRIGGERS),
-    Detector(IBAN, "IBAN", _iban_spans, _DIGITS),
-    Detector(PAYMENT_CARD, "PAYMENT_CARD", _card_spans, _DIGITS),
+    # Country code and check digits start every IBAN.
+    Detector(IBAN, "IBAN", _iban_spans, requires=r"[A-Za-z]{2}[0-9]{2}"),
+    # At least 13 digits, single spaces or dashes between groups.
+    Detector(PAYMENT_CARD, "PAYMENT_CARD", _card_spans, requires=r"[0-9](?:[ -]?[0-9]){12}"),
     Detector(EMAIL, "EMAIL", _regex(_EMAIL), ("@",)),
-    Detector(PHONE, "PHONE", _phone_spans, _DIGITS),
+    # At least 8 digits (E.164's floor; a US number has 10), at most ") (" between two.
+    Detector(PHONE, "PHONE", _phone_spans, requires=r"[0-9](?:[^0-9]{0,3}[0-9]){7}"),
 )
 SECRET_PLACEHOLDER = BUILTIN_DETECTORS[0].placeholder
 
@@ -330,20 +337,24 @@ class Redactor:
     def __init__(self, patterns: Iterable[str] = ()) -> None:
         tenant = tuple(_tenant_detector(pattern) for pattern in patterns)
         self._detectors = BUILTIN_DETECTORS + tenant
+        self._clean = _CleanTexts()  # as plain text
+        self._clean_json = _CleanTexts()  # as JSON text, walked value by value
 
     def redact_text(self, text: str) -> RedactionResult:
         """Redact one piece of free text."""
+        if text in self._clean:
+            return RedactionResult(text, set(), 0)
         lowered = text.lower()
-        hits = (
+        hits = [
             (start, end, index)
             for index, detector in enumerate(self._detectors)
-            if detector.may_match(lowered)
+            if detector.may_match(lowered, text)
             for start, end in detector.find(text)
-        )
-        regions = _merge(hits)
-        if not regions:
+        ]
+        if not hits:
+            self._clean.add(text)
             return RedactionResult(text, set(), 0)
-        return self._apply(text, regions)
+        return self._apply(text, _merge(hits))
 
     def _apply(self, text: str, regions: list[tuple[int, int, set[int]]]) -> RedactionResult:
         pieces: list[str] = []
@@ -362,21 +373,34 @@ class Redactor:
         Metadata (ids, tenant, session) is kept as is. `governance.redaction` becomes
         REDACTED or CLEAN, `redacted_fields` gains the changed paths, `labels` the findings.
         """
+        document = event.model_dump(mode="json")
+        redacted = self.redact_document(document)
+        if all(redacted.get(part) is document.get(part) for part in _PARTS):
+            governance = Governance.model_validate(redacted["governance"])
+            return event.model_copy(update={"governance": governance})
+        return Event.model_validate(redacted)
+
+    def redact_document(self, document: dict[str, Any]) -> dict[str, Any]:
+        """`redact_event` for an event in its JSON shape (the gateway builds events so).
+
+        Returns a new document; `document` and everything in it are left as they are (the
+        parts nothing was found in are shared with it).
+        """
         scan = _EventScan(self)
-        update = {
-            "observation": event.observation and _observation(event.observation, scan),
-            "hidden": event.hidden and _hidden(event.hidden, scan),
-            "action": event.action and _action(event.action, scan),
-            "outcome": event.outcome and _outcome(event.outcome, scan),
-        }
-        update["governance"] = _governance(event.governance, scan)
-        if not scan.fields:  # nothing found: the parts are unchanged, only governance differs
-            return event.model_copy(update={"governance": update["governance"]})
-        return Event.model_validate(event.model_copy(update=update).model_dump())
+        redacted = dict(document)
+        for part, walk in _PARTS.items():
+            if document.get(part) is not None:
+                redacted[part] = walk(document[part], scan)
+        redacted["governance"] = _governance(document.get("governance") or {}, scan)
+        return redacted
 
 
 class _EventScan:
-    """Redacts the parts of one event, remembering which paths changed and which labels hit."""
+    """Redacts the parts of one event, remembering which paths changed and which labels hit.
+
+    A part nothing was found in comes back as the very same object, so an event with
+    nothing to redact (the common case) is walked but not copied.
+    """
 
     def __init__(self, redactor: Redactor) -> None:
         self.redactor = redactor
@@ -387,12 +411,17 @@ class _EventScan:
         """Free text; JSON text (a tool's arguments or output) keeps its JSON shape."""
         if value is None:
             return None
-        document = _json_container(value)
-        if document is not None:
-            try:
-                return self._json_text(value, document, path)
-            except RecursionError:
-                pass  # nested deeper than the walk can go: redact it as plain text instead
+        if value.lstrip().startswith(("{", "[")):
+            if value in self.redactor._clean_json:
+                return value
+            document = _json_container(value)
+            if document is not None:
+                try:
+                    return self._json_text(value, document, path)
+                except RecursionError:
+                    pass  # nested deeper than the walk can go: redact it as plain text instead
+        elif value in self.redactor._clean:
+            return value
         result = self.redactor.redact_text(value)
         if result.count:
             self.fields.append(path)
@@ -403,6 +432,7 @@ class _EventScan:
         inner = _EventScan(self.redactor)
         redacted = inner.json(document, "$")
         if not inner.fields:
+            self.redactor._clean_json.add(original)
             return original
         self.fields.append(path)
         self.labels |= inner.labels
@@ -416,23 +446,31 @@ class _EventScan:
             redacted = self.text(str(value), path)
             return value if redacted == str(value) else redacted
         if isinstance(value, list):
-            return [self.json(item, f"{path}[{index}]") for index, item in enumerate(value)]
+            items = [self.json(item, f"{path}[{index}]") for index, item in enumerate(value)]
+            return _same_list(items, value)
         if isinstance(value, dict):
             return self._object(value, path)
         return value
 
     def _object(self, value: dict[str, Any], path: str) -> dict[str, Any]:
         redacted: dict[str, Any] = {}
+        changed = False
+        clean = self.redactor._clean
         for key, item in value.items():
-            found = self.redactor.redact_text(key)  # keys can be emails too
-            new_key = _unique_key(found.text, redacted)
-            child = _child_path(path, new_key)
-            if found.count:
-                self.fields.append(child)
-                self.labels |= found.labels
-            secret = _SECRET_KEY.search(_camel_to_snake(key)) is not None
-            redacted[new_key] = self._secret(item, child) if secret else self.json(item, child)
-        return redacted
+            if key in clean and key not in redacted:
+                new_key = key
+                child = _child_path(path, key)
+            else:
+                found = self.redactor.redact_text(key)  # keys can be emails too
+                new_key = _unique_key(found.text, redacted)
+                child = _child_path(path, new_key)
+                if found.count:
+                    self.fields.append(child)
+                    self.labels |= found.labels
+            new_item = self._secret(item, child) if _secret_key(key) else self.json(item, child)
+            redacted[new_key] = new_item
+            changed = changed or new_key != key or new_item is not item
+        return redacted if changed else value
 
     def _secret(self, value: Any, path: str) -> Any:
         """The value of a credential-named key: scalars go entirely, containers are walked."""
@@ -442,6 +480,49 @@ class _EventScan:
         self.fields.append(path)
         self.labels.add(API_KEY)
         return SECRET_PLACEHOLDER
+
+
+class _CleanTexts:
+    """Texts found clean before, bounded in characters; a text with a finding never enters
+    (it holds the raw value). Every request repeats its system prompt, tool schemas and the
+    history so far, so most texts a gateway scans were scanned before. A redactor exists per
+    distinct set of tenant patterns, so each keeps a few megabytes at most."""
+
+    def __init__(self, text_max: int = 64 * 1024, total_max: int = 2 * 2**20) -> None:
+        self.text_max, self.total_max = text_max, total_max
+        self._texts: dict[str, None] = {}
+        self._chars = 0
+
+    def __contains__(self, text: str) -> bool:
+        return text in self._texts
+
+    def add(self, text: str) -> None:
+        if len(text) > self.text_max:
+            return
+        if self._chars + len(text) > self.total_max:
+            self._texts.clear()  # rare, and cheaper than tracking recency on every hit
+            self._chars = 0
+        self._texts[text] = None
+        self._chars += len(text)
+
+
+def _same_list(items: list[Any], original: list[Any]) -> list[Any]:
+    """`original` when every item came back unchanged (the same object), else `items`."""
+    return original if all(new is old for new, old in zip(items, original, strict=True)) else items
+
+
+_SECRET_KEYS: dict[str, bool] = {}
+
+
+def _secret_key(key: str) -> bool:
+    """Whether a JSON key names a credential ("api_key", "clientSecret"); memoised, since the
+    same few keys recur in every request."""
+    secret = _SECRET_KEYS.get(key)
+    if secret is None:
+        secret = _SECRET_KEY.search(_camel_to_snake(key)) is not None
+        if len(_SECRET_KEYS) < 50_000:
+            _SECRET_KEYS[key] = secret
+    return secret
 
 
 def _json_container(text: str) -> Any:
@@ -474,93 +555,108 @@ def _unique_key(key: str, taken: dict[str, Any]) -> str:
     return candidate
 
 
-def _tool_call(call: ToolCall, scan: _EventScan, path: str) -> ToolCall:
-    return call.model_copy(update={"arguments": scan.text(call.arguments, f"{path}.arguments")})
+# The parts below walk an event's JSON document (`Event.model_dump(mode="json")` or the
+# gateway's own), so the paths in `redacted_fields` are the document's.
 
 
-def _tool_calls(calls: list[ToolCall], scan: _EventScan, path: str) -> list[ToolCall]:
-    return [_tool_call(call, scan, f"{path}[{index}]") for index, call in enumerate(calls)]
+def _changed(document: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """`document` with `update` applied; the document itself when no value changed."""
+    if all(value is document.get(key) for key, value in update.items()):
+        return document
+    return {**document, **update}
 
 
-def _message(message: ChatMessage, scan: _EventScan, path: str) -> ChatMessage:
-    return message.model_copy(
-        update={
-            "content": scan.json(message.content, f"{path}.content"),
-            "name": scan.text(message.name, f"{path}.name"),
-            "tool_calls": _tool_calls(message.tool_calls, scan, f"{path}.tool_calls"),
-        }
+def _tool_call(call: dict[str, Any], scan: _EventScan, path: str) -> dict[str, Any]:
+    return _changed(call, {"arguments": scan.text(call.get("arguments"), f"{path}.arguments")})
+
+
+def _tool_calls(calls: list[dict[str, Any]], scan: _EventScan, path: str) -> list[dict[str, Any]]:
+    redacted = [_tool_call(call, scan, f"{path}[{index}]") for index, call in enumerate(calls)]
+    return _same_list(redacted, calls)
+
+
+def _message(message: dict[str, Any], scan: _EventScan, path: str) -> dict[str, Any]:
+    update = {"content": scan.json(message.get("content"), f"{path}.content")}
+    if message.get("name") is not None:
+        update["name"] = scan.text(message["name"], f"{path}.name")
+    if message.get("tool_calls"):
+        update["tool_calls"] = _tool_calls(message["tool_calls"], scan, f"{path}.tool_calls")
+    return _changed(message, update)
+
+
+def _tool_spec(spec: dict[str, Any], scan: _EventScan, path: str) -> dict[str, Any]:
+    return _changed(
+        spec,
+        {
+            "description": scan.text(spec.get("description"), f"{path}.description"),
+            "parameters": scan.json(spec.get("parameters"), f"{path}.parameters"),
+        },
     )
 
 
-def _tool_spec(spec: ToolSpec, scan: _EventScan, path: str) -> ToolSpec:
-    return spec.model_copy(
-        update={
-            "description": scan.text(spec.description, f"{path}.description"),
-            "parameters": scan.json(spec.parameters, f"{path}.parameters"),
-        }
-    )
+def _observation(observation: dict[str, Any], scan: _EventScan) -> dict[str, Any]:
+    update: dict[str, Any] = {}
+    if observation.get("messages"):
+        messages = observation["messages"]
+        update["messages"] = _same_list(
+            [_message(m, scan, f"observation.messages[{i}]") for i, m in enumerate(messages)],
+            messages,
+        )
+    if observation.get("tools"):
+        tools = observation["tools"]
+        update["tools"] = _same_list(
+            [_tool_spec(t, scan, f"observation.tools[{i}]") for i, t in enumerate(tools)], tools
+        )
+    if observation.get("content") is not None:
+        update["content"] = scan.text(observation["content"], "observation.content")
+    if observation.get("data") is not None:
+        update["data"] = scan.json(observation["data"], "observation.data")
+    return _changed(observation, update)
 
 
-def _observation(observation: Observation, scan: _EventScan) -> Observation:
-    messages = enumerate(observation.messages)
-    tools = enumerate(observation.tools)
-    return observation.model_copy(
-        update={
-            "messages": [_message(m, scan, f"observation.messages[{i}]") for i, m in messages],
-            "tools": [_tool_spec(t, scan, f"observation.tools[{i}]") for i, t in tools],
-            "content": scan.text(observation.content, "observation.content"),
-            "data": scan.json(observation.data, "observation.data"),
-        }
-    )
+def _hidden(hidden: dict[str, Any], scan: _EventScan) -> dict[str, Any]:
+    update: dict[str, Any] = {}
+    for name in ("plan", "reasoning_summary"):
+        if hidden.get(name) is not None:
+            # Placeholders can be longer than what they replace; the model caps hidden text.
+            update[name] = scan.text(hidden[name], f"hidden.{name}")[:HIDDEN_TEXT_LIMIT]
+    return _changed(hidden, update)
 
 
-def _hidden(hidden: HiddenState, scan: _EventScan) -> HiddenState:
-    def bounded(value: str | None, path: str) -> str | None:
-        # Placeholders can be longer than what they replace; the model caps hidden text.
-        redacted = scan.text(value, path)
-        return None if redacted is None else redacted[:HIDDEN_TEXT_LIMIT]
-
-    return hidden.model_copy(
-        update={
-            "plan": bounded(hidden.plan, "hidden.plan"),
-            "reasoning_summary": bounded(hidden.reasoning_summary, "hidden.reasoning_summary"),
-        }
-    )
-
-
-def _action(
-    action: MessageAction | ToolCallAction, scan: _EventScan
-) -> MessageAction | ToolCallAction:
-    if isinstance(action, ToolCallAction):
-        return action.model_copy(update={"call": _tool_call(action.call, scan, "action.call")})
+def _action(action: dict[str, Any], scan: _EventScan) -> dict[str, Any]:
+    if action.get("type") == "tool_call":
+        return _changed(action, {"call": _tool_call(action["call"], scan, "action.call")})
     before = len(scan.fields)
-    update: dict[str, Any] = {
-        "content": scan.text(action.content, "action.content"),
-        "tool_calls": _tool_calls(action.tool_calls, scan, "action.tool_calls"),
-    }
-    if len(scan.fields) > before and action.token_ids is not None:
+    update: dict[str, Any] = {}
+    if action.get("content") is not None:
+        update["content"] = scan.text(action["content"], "action.content")
+    if action.get("tool_calls"):
+        update["tool_calls"] = _tool_calls(action["tool_calls"], scan, "action.tool_calls")
+    if len(scan.fields) > before and action.get("token_ids") is not None:
         # Token ids spell the raw text; keeping them would undo the redaction.
         update |= {"token_ids": None, "logprobs": None}
         scan.fields.append("action.token_ids")
-    return action.model_copy(update=update)
+    return _changed(action, update)
 
 
-def _outcome(outcome: Outcome, scan: _EventScan) -> Outcome:
-    return outcome.model_copy(
-        update={
-            "tool_return": scan.json(outcome.tool_return, "outcome.tool_return"),
-            "error_message": scan.text(outcome.error_message, "outcome.error_message"),
-        }
-    )
+def _outcome(outcome: dict[str, Any], scan: _EventScan) -> dict[str, Any]:
+    update: dict[str, Any] = {}
+    if outcome.get("tool_return") is not None:
+        update["tool_return"] = scan.json(outcome["tool_return"], "outcome.tool_return")
+    if outcome.get("error_message") is not None:
+        update["error_message"] = scan.text(outcome["error_message"], "outcome.error_message")
+    return _changed(outcome, update)
 
 
-def _governance(current: Governance, scan: _EventScan) -> Governance:
+_PARTS = {"observation": _observation, "hidden": _hidden, "action": _action, "outcome": _outcome}
+
+
+def _governance(current: dict[str, Any], scan: _EventScan) -> dict[str, Any]:
     """Record the scan; an event redacted earlier stays REDACTED when scanned again."""
-    redacted = bool(scan.fields) or current.redaction is RedactionStatus.REDACTED
-    return current.model_copy(
-        update={
-            "redaction": RedactionStatus.REDACTED if redacted else RedactionStatus.CLEAN,
-            "redacted_fields": list(dict.fromkeys([*current.redacted_fields, *scan.fields])),
-            "labels": sorted({*current.labels, *scan.labels}),
-        }
-    )
+    redacted = bool(scan.fields) or current.get("redaction") == RedactionStatus.REDACTED
+    return {
+        **current,
+        "redaction": (RedactionStatus.REDACTED if redacted else RedactionStatus.CLEAN).value,
+        "redacted_fields": list(dict.fromkeys([*current.get("redacted_fields", ()), *scan.fields])),
+        "labels": sorted({*current.get("labels", ()), *scan.labels}),
+    }

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 
-from atdp import new_id
+from atdp import new_id, utcnow
 from proxy.capture import CaptureRecord, CaptureWriter, Spool
-from registry import get_events, list_rewards, transaction
-from tests.registry.helpers import event, reward, seed_world, trajectory
+from registry import (
+    SessionRoute,
+    get_events,
+    get_session_route,
+    list_rewards,
+    register_version,
+    route_session,
+    transaction,
+)
+from tests.registry.helpers import event, reward, seed_world, spec, trajectory
 
 
 def test_spool_round_trip_and_a_torn_last_line_is_skipped(tmp_path) -> None:
@@ -75,3 +85,61 @@ def test_a_refused_record_is_set_aside_and_the_rest_committed(engine, tmp_path) 
     assert "not found" in rejected[0]["error"]
     assert (writer.stats.committed, writer.stats.rejected) == (4, 1)
     assert new_id()  # ids stay unique across writers
+
+
+def test_a_drain_that_dies_is_replaced_and_nothing_is_lost(engine, tmp_path) -> None:
+    seed_world(engine)
+    first, second = trajectory("acme"), trajectory("acme")
+    writer = CaptureWriter(engine, Spool(tmp_path / "spool"), flush_interval=0.01)
+    writer.start()
+    writer.submit(records_for(first, 3))
+    assert writer.flush(10)
+    os.kill(writer._drain, signal.SIGKILL)  # the OOM killer, say
+    writer.submit(records_for(second, 3))  # spooled, nobody to commit it
+    assert not writer.flush(0.5)
+    assert writer.ensure_running() and not writer.ensure_running()
+    assert writer.flush(10)
+    writer.stop()
+    with transaction(engine) as session:
+        for t in (first, second):
+            assert [e.seq for e in get_events(session, "acme", t.id)] == [0, 1, 2]
+    assert list((tmp_path / "spool").glob("*.jsonl")) == []
+
+
+def test_a_placement_that_loses_to_an_earlier_one_comes_back_to_the_gateway(
+    engine, tmp_path
+) -> None:
+    seed_world(engine)
+
+    def placed(session: str, version: str) -> SessionRoute:
+        return SessionRoute(
+            agent="support-bot",
+            tenant="acme",
+            session=session,
+            version_id=version,
+            alias="stable",
+            replica=0,
+            created_at=utcnow(),
+        )
+
+    with transaction(engine) as session:
+        other = register_version(
+            session, "support-bot", spec("Be brief."), author="t", reason="t"
+        ).id
+        route_session(session, placed("s-9", other))  # another gateway was first
+    writer = CaptureWriter(engine, Spool(tmp_path / "spool"), flush_interval=0.01)
+    writer.start()
+    writer.submit(
+        [
+            CaptureRecord("session_route", placed("s-9", "support-bot@v1")),
+            CaptureRecord("session_route", placed("s-10", "support-bot@v1")),
+        ]
+    )
+    assert writer.flush(10)
+    lost = writer.lost_placements()
+    writer.stop()
+    assert [(route.session, route.version_id) for route in lost] == [("s-9", other)]
+    with transaction(engine) as session:
+        assert get_session_route(session, "support-bot", "acme", "s-10").version_id == (
+            "support-bot@v1"
+        )

@@ -70,6 +70,31 @@ def test_plain_completion_applies_the_harness_and_is_captured(live, upstream) ->
     assert llm.replay.replay_class == "deterministic"
 
 
+@pytest.mark.parametrize(
+    ("decoding", "replay_class"),
+    [
+        ({}, "deterministic"),  # the server's default decoding, as most agents send it
+        ({"temperature": 0}, "deterministic"),  # greedy
+        ({"temperature": 0.8, "seed": 7}, "deterministic"),  # sampled, but reproducibly
+        ({"temperature": 0.8}, "approximate"),  # another draw may differ
+    ],
+)
+def test_an_llm_call_is_deterministic_only_when_a_rerun_must_repeat_it(
+    live, decoding, replay_class
+) -> None:
+    server, engine, keys = live
+    client(server, keys["acme"]).chat.completions.create(
+        model="support-bot",
+        messages=[{"role": "user", "content": "Where is my parcel?"}],
+        extra_headers={"X-Session-Id": "decoding-1"},
+        **decoding,
+    )
+    _, events = stored(server, engine, "acme", "decoding-1")
+    replay = events[-1].replay
+    assert replay.replay_class == replay_class
+    assert replay_class == "deterministic" or "without a seed" in replay.reason
+
+
 async def test_async_streaming_reassembles_and_is_captured(live) -> None:
     server, engine, keys = live
     async_client = openai.AsyncOpenAI(base_url=server.base_url, api_key=keys["acme"], max_retries=0)

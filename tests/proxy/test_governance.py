@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import uuid
@@ -294,6 +295,50 @@ def test_adversarial_inputs_take_linear_time() -> None:
 
 
 # --- tenant patterns ---------------------------------------------------------------------
+
+
+def exhaustive(redactor: Redactor) -> Redactor:
+    """The same detectors without their fast paths: no triggers, no required patterns."""
+    slow = Redactor()
+    slow._detectors = tuple(
+        dataclasses.replace(detector, triggers=(), requires=None)
+        for detector in redactor._detectors
+    )
+    return slow
+
+
+INTERNATIONAL_PHONE = r"\+[1-9][0-9]{0,2}(?:[ .-]?\([0-9]{1,4}\)|[ .-][0-9]{2,4}){2,4}"
+US_PHONE = r"(?:1[ .-])?(?:\([0-9]{3}\) ?|[0-9]{3}[ .-])[0-9]{3}[ .-][0-9]{4}"
+phones = st.one_of(
+    st.from_regex(INTERNATIONAL_PHONE, fullmatch=True), st.from_regex(US_PHONE, fullmatch=True)
+)
+mixed_text = st.lists(
+    st.one_of(
+        surroundings,
+        card_numbers().flatmap(
+            lambda n: st.sampled_from(["compact", "spaces", "dashes"]).map(
+                lambda layout: printed_card(n, layout)
+            )
+        ),
+        ibans(),
+        emails,
+        api_keys,
+        phones,
+        st.integers(0, 10**20).map(str),
+        st.sampled_from(["password=hunter22", "Bearer abc123def456", "token: 'x9'"]),
+    ),
+    max_size=8,
+).map(" ".join)
+
+
+@given(mixed_text)
+def test_fast_paths_find_exactly_what_every_detector_run_everywhere_finds(text: str) -> None:
+    """Triggers, required patterns and the clean-text cache only skip work: twice, so the
+    second call can hit the cache."""
+    fast, slow = Redactor(), exhaustive(Redactor())
+    expected = slow.redact_text(text)
+    assert fast.redact_text(text) == expected
+    assert fast.redact_text(text) == expected
 
 
 def test_tenant_patterns_redact_alongside_the_builtin_detectors() -> None:

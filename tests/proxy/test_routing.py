@@ -11,11 +11,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from atdp import ModelRef, VersionSpec
+from atdp import ModelRef, VersionSpec, utcnow
 from proxy.catalog import Catalog
+from proxy.config import GatewayConfig
 from proxy.router import Router, session_bucket
-from registry import Alias, export_records, register_version, set_alias, transaction
+from registry import (
+    Alias,
+    SessionRoute,
+    export_records,
+    register_version,
+    route_session,
+    set_alias,
+    transaction,
+)
 from tests.proxy.test_gateway_sdk import client, stored
+from tests.support.gateway import GatewayServer
 from tests.support.upstream import ScriptedUpstream
 
 
@@ -28,9 +38,12 @@ def add_version(engine, base_url: str, model: str) -> str:
 
 
 async def _routes(engine, sessions: list[str], tenant: str = "acme") -> dict[str, str]:
-    router = Router(Catalog(engine, ttl=60.0))  # each call is a fresh gateway
+    placed: list = []
+    router = Router(Catalog(engine, ttl=60.0), placed.append)  # each call is a fresh gateway
     routes = {s: (await router.route(tenant, "support-bot", s)).version.id for s in sessions}
-    await router.drain()  # new sessions are recorded in the background
+    with transaction(engine) as session:  # what the gateway's capture drain does
+        for route in placed:
+            route_session(session, route)
     return routes
 
 
@@ -131,12 +144,58 @@ def test_a_hanging_or_failing_shadow_changes_nothing_for_the_user(live, upstream
     assert shadow_events[-1].metadata.agent_version_id == shadow
 
 
+def test_a_session_placed_elsewhere_first_is_served_as_placed_there(
+    world, registry_url, upstream, tmp_path
+) -> None:
+    """Two gateways place one new session at once, differently: the first placement written
+    wins, and the gateway whose write lost serves the session that way from then on."""
+    engine, keys = world
+    candidate = add_version(engine, upstream.base_url, "candidate-model")
+    config = GatewayConfig(
+        database_url=registry_url,
+        spool_dir=tmp_path / "spool",
+        capture_flush_interval=60.0,  # its placement is written only when flushed below
+    )
+    with GatewayServer(config) as server:
+        sdk = client(server, keys["acme"])
+        ask = {"model": "support-bot", "extra_headers": {"X-Session-Id": "contested"}}
+        sdk.chat.completions.create(messages=[{"role": "user", "content": "one"}], **ask)
+        assert upstream.requests[-1]["model"] == "scripted-model"  # placed on stable
+        with transaction(engine) as session:  # meanwhile, another gateway's write lands
+            route_session(
+                session,
+                SessionRoute(
+                    agent="support-bot",
+                    tenant="acme",
+                    session="contested",
+                    version_id=candidate,
+                    alias="canary",
+                    replica=0,
+                    created_at=utcnow(),
+                ),
+            )
+        server.flush()  # this gateway's own placement is refused...
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            sdk.chat.completions.create(messages=[{"role": "user", "content": "two"}], **ask)
+            if upstream.requests[-1]["model"] == "candidate-model":
+                break  # ...and it adopts the one in force
+            time.sleep(0.05)
+        assert upstream.requests[-1]["model"] == "candidate-model"
+
+
 def test_evaluation_calls_pin_a_version_and_never_become_user_or_training_data(
     live, upstream
 ) -> None:
     server, engine, keys = live
     candidate = add_version(engine, upstream.base_url, "candidate-model")
     sdk = client(server, keys["acme"])
+    # A user session beside it, so the export below is not empty and the check has teeth.
+    sdk.chat.completions.create(
+        model="support-bot",
+        messages=[{"role": "user", "content": "a real question"}],
+        extra_headers={"X-Session-Id": "user-1"},
+    )
     evaluation = {"X-Evoplane-Traffic": "evaluation", "X-Session-Id": "replay-1"}
     reply = sdk.chat.completions.with_raw_response.create(
         model="support-bot",
@@ -149,9 +208,10 @@ def test_evaluation_calls_pin_a_version_and_never_become_user_or_training_data(
     assert trajectory.versions.agent_version_id == candidate
     assert {e.metadata.traffic for e in events} == {"evaluation"}
     assert {e.governance.training for e in events} == {"debug_only"}  # never training data
+    server.flush()
     with transaction(engine) as session:
         exported = list(export_records(session, "acme", "support-bot"))
-    assert all(record["trajectory"]["session"] != "replay-1" for record in exported)
+    assert [record["session"] for record in exported] == ["user-1"]
 
     def refused(headers: dict) -> openai.APIStatusError:
         with pytest.raises(openai.APIStatusError) as error:
