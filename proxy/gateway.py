@@ -35,6 +35,7 @@ from proxy.capture.events import (
     begin_exchange,
     finish_exchange,
     new_trajectory,
+    task_type_of,
 )
 from proxy.catalog import Catalog
 from proxy.config import GatewayConfig
@@ -472,7 +473,8 @@ class Gateway:
         book = self.sessions if traffic is Traffic.USER else self.shadow_sessions
         state = book.get(tenant, agent, session)
         if state is None or state.trajectory.versions.agent_version_id != version.id:
-            state = book.start(new_trajectory(tenant, agent, session, version))
+            trajectory = new_trajectory(tenant, agent, session, version, task_type_of(request))
+            state = book.start(trajectory)
         policy = await self.catalog.policy(tenant)
         # Only real users' data may train: shadow and evaluation traffic never does.
         opt_out = training_opt_out or traffic is not Traffic.USER

@@ -46,6 +46,7 @@ __all__ = [
     "finish_exchange",
     "message_key",
     "new_trajectory",
+    "task_type_of",
 ]
 
 # An event in the JSON shape of `atdp.Event` (ids and times as strings, defaults left out).
@@ -174,13 +175,16 @@ class PendingExchange:
     draft_id: uuid.UUID  # the llm_call's id (`draft["id"]` as text)
 
 
-def new_trajectory(tenant: str, agent: str, session: str, version: AgentVersion) -> Trajectory:
+def new_trajectory(
+    tenant: str, agent: str, session: str, version: AgentVersion, task_type: str | None = None
+) -> Trajectory:
     parts = version.spec.part_hashes()
     return Trajectory(
         id=new_id(),
         tenant=tenant,
         agent=agent,
         session=session,
+        task_type=task_type,
         versions=VersionRefs(
             agent_version_id=version.id,
             model=parts["model"],
@@ -191,6 +195,17 @@ def new_trajectory(tenant: str, agent: str, session: str, version: AgentVersion)
         ),
         started_at=utcnow(),
     )
+
+
+_TASK_TYPE = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
+
+
+def task_type_of(request: dict[str, Any]) -> str | None:
+    """The workload class an agent names in `metadata.task_type` (OpenAI's free-form request
+    metadata), or None: a value that is not a short printable string is not one."""
+    metadata = request.get("metadata")
+    found = metadata.get("task_type") if isinstance(metadata, dict) else None
+    return found if isinstance(found, str) and _TASK_TYPE.match(found) else None
 
 
 def begin_exchange(state: SessionState, exchange: Exchange) -> PendingExchange:

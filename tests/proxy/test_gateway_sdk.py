@@ -240,3 +240,27 @@ def test_sessions_come_from_user_or_metadata_or_are_made(live) -> None:
     assert by_user.headers["x-evoplane-session-id"] == "user-42"
     assert made.headers["x-evoplane-session-id"].startswith("s-")
     uuid.UUID(made.headers["x-evoplane-trajectory-id"])
+
+
+@pytest.mark.parametrize(
+    ("metadata", "task_type"),
+    [
+        ({"task_type": "refund"}, "refund"),
+        ({"task_type": ""}, None),  # not a name
+        ({"task_type": "a\nb"}, None),  # control characters: not a name
+        ({"other": "x"}, None),
+    ],
+)
+def test_the_task_type_an_agent_names_in_metadata_is_the_trajectorys(
+    live, metadata, task_type
+) -> None:
+    server, engine, keys = live
+    session = f"typed-{uuid.uuid4().hex[:8]}"
+    client(server, keys["acme"]).chat.completions.create(
+        model="support-bot",
+        messages=[{"role": "user", "content": "Refund me"}],
+        metadata=metadata,
+        extra_headers={"X-Session-Id": session},
+    )
+    trajectory, _ = stored(server, engine, "acme", session)
+    assert trajectory.task_type == task_type
