@@ -18,7 +18,23 @@ from evolution.replay.simulators import ToolSimulatorSpec
 from evolution.rl.settings import TrainingSettings
 from evolution.safety import SafetyCase
 
-__all__ = ["EvolutionSettings"]
+__all__ = ["EvolutionSettings", "HarnessSettings"]
+
+
+class HarnessSettings(BaseModel):
+    """How the harness operator optimises this agent (None keeps the worker's choice).
+
+    A small model may follow new instructions yet be thrown by few-shot turns in its
+    context; `max_bootstrapped_demos=0, max_labeled_demos=0` then limits the operator to
+    the instructions.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_bootstrapped_demos: int | None = Field(None, ge=0, le=16)
+    max_labeled_demos: int | None = Field(None, ge=0, le=16)
+    candidate_programs: int | None = Field(None, ge=1, le=64)
+    per_kind: int | None = Field(None, ge=1, le=500)
 
 
 class EvolutionSettings(BaseModel):
@@ -29,6 +45,7 @@ class EvolutionSettings(BaseModel):
     tool_simulators: what answers a replayed tool call that left the recorded path, per
         tenant (see `evolution.replay.simulators`); without one the replay stops there.
     training: how weight evolutions train (`evolution.rl.settings`).
+    harness: how the harness operator optimises (demos, candidate programs).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -38,6 +55,7 @@ class EvolutionSettings(BaseModel):
     safety_suite: list[SafetyCase] | None = None
     tool_simulators: list[ToolSimulatorSpec] = Field(default_factory=list)
     training: TrainingSettings = Field(default_factory=TrainingSettings)
+    harness: HarnessSettings = Field(default_factory=HarnessSettings)
 
     @classmethod
     def of(cls, settings: dict[str, Any] | None) -> EvolutionSettings:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from sqlmodel import Session
@@ -28,7 +28,7 @@ from evolution.operators import Candidate, Operator, OperatorError
 from evolution.replay import request_body
 from evolution.replay.cases import recorded_cases
 from evolution.window import WindowSpec
-from registry import AgentVersion
+from registry import AgentVersion, get_agent
 
 __all__ = [
     "METRIC",
@@ -322,8 +322,13 @@ def make_harness_operator(
     def operator(
         session: Session, parent: AgentVersion, decision: DecisionRecord, window: WindowSpec
     ) -> Candidate:
+        from evolution.settings import EvolutionSettings
+
+        # The agent's own settings (`harness` in its evolution settings) refine the worker's.
+        own = EvolutionSettings.of(get_agent(session, parent.agent).settings).harness
+        chosen = replace(config, **own.model_dump(exclude_none=True))
         return propose_harness(
-            session, parent, decision, window, lm_factory=lm_factory, config=config
+            session, parent, decision, window, lm_factory=lm_factory, config=chosen
         )
 
     return operator

@@ -27,7 +27,14 @@ from evolution.harness import (
 from evolution.harness.program import render_request
 from evolution.operators import OperatorError
 from evolution.window import FailureCluster, FailureKind, WindowSpec
-from registry import create_db_engine, current_aliases, get_version, transaction, upgrade
+from registry import (
+    create_db_engine,
+    current_aliases,
+    get_version,
+    set_agent_settings,
+    transaction,
+    upgrade,
+)
 from tests.evolution.window_helpers import AGENT, Recorder, feedback, store, trajectory, world
 from tests.support.upstream import ScriptedUpstream
 
@@ -197,6 +204,23 @@ def test_optimised_harness_fixes_failures_and_keeps_successes(
         headers.get("x-evoplane-traffic") == "evaluation" for headers in upstream.headers
     )
     assert {h.get("x-evoplane-version") for h in upstream.headers} == {parent.id}
+
+
+def test_the_agents_settings_can_limit_the_operator_to_instructions(registry, upstream) -> None:
+    world(registry)
+    window = recorded_window(registry)
+    parent = stable(registry)
+    operator = make_harness_operator(lm_factory(upstream))
+    with transaction(registry) as session:
+        worker_default = operator(session, parent, decision(window), window).spec.harness
+    with transaction(registry) as session:
+        set_agent_settings(
+            session, AGENT, {"harness": {"max_bootstrapped_demos": 0, "max_labeled_demos": 0}}
+        )
+    with transaction(registry) as session:
+        own = operator(session, parent, decision(window), window).spec.harness
+    assert worker_default.demos, "the worker's default adds demos"
+    assert own.demos == [] and FACT in own.instructions
 
 
 def test_the_candidate_is_a_pure_function_of_the_window(registry, upstream) -> None:
