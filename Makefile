@@ -1,4 +1,4 @@
-# Evoplane: `make run` sets everything up and starts the embedded stack; `make test` runs the suite.
+# Evoplane: `make run` sets everything up and runs the demo on the embedded stack; `make test` runs the suite.
 #
 # On CPU machines torch is pinned by constraints/cpu.txt so pip never pulls a CUDA build.
 # GPU workers: `make install CONSTRAINTS= EXTRAS=test,dspy,train,gpu` keeps your own torch.
@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 # dspy imports litellm, which otherwise fetches a model cost map from the network at import.
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install run test lint format schema clean
+.PHONY: install run up test lint format schema clean
 
 install: $(VENV)/.installed
 
@@ -23,7 +23,10 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	$(BIN)/pip install $(if $(CONSTRAINTS),--constraint $(CONSTRAINTS)) --editable '.[$(EXTRAS)]'
 	touch $@
 
-run: install  ## the main job: the embedded stack in the foreground (Ctrl-C stops it)
+run: install  ## the main job: the demo on the embedded stack (~10 min on 2 cores)
+	$(BIN)/evoplane demo
+
+up: install  ## the embedded stack in the foreground (Ctrl-C stops it)
 	$(BIN)/evoplane up
 
 test: install lint  ## lint, then the whole test suite

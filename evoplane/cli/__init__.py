@@ -13,6 +13,7 @@ from evoplane.cli import (
     control_cmd,
     data_cmd,
     db_cmd,
+    demo_cmd,
     gateway_cmd,
     model_cmd,
     up_cmd,
@@ -40,6 +41,7 @@ app.command("up")(up_cmd.up)
 app.command("gateway")(gateway_cmd.gateway)
 app.command("worker")(worker_cmd.worker)
 app.command("api")(control_cmd.api)
+app.command("demo")(demo_cmd.demo)
 for _command in (
     control_cmd.evolve,
     control_cmd.status,

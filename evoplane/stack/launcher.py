@@ -23,7 +23,14 @@ from registry import (
     upgrade,
 )
 
-__all__ = ["HealthReport", "StackError", "check_stack", "prepare_registry", "run_stack"]
+__all__ = [
+    "HealthReport",
+    "StackError",
+    "check_stack",
+    "prepare_registry",
+    "run_stack",
+    "start_service",
+]
 
 READY_LINE = "Evoplane is up."
 
@@ -62,25 +69,36 @@ def _stop_signals() -> Iterator[threading.Event]:
             signal.signal(sig, handler)
 
 
-def _start(service: Service, stop: threading.Event, console: Console) -> None:
+def start_service(service: Service, stop: threading.Event | None = None) -> None:
+    """Start `service` and wait until it answers.
+
+    Raises:
+        StackError: it exited while starting, or did not answer within its startup timeout.
+        KeyboardInterrupt: `stop` was set while waiting.
+    """
+    stop = stop or threading.Event()
     service.process.start()
+    waited = 0.0
+    while not service.healthy():
+        code = service.process.exited()
+        if code is not None:
+            raise StackError(
+                f"{service.name} exited with code {code} while starting; last lines of "
+                f"{service.process.log_path}:\n{tail(service.process.log_path)}"
+            )
+        if stop.wait(0.25):
+            raise KeyboardInterrupt
+        waited += 0.25
+        if waited > service.startup_timeout:
+            raise StackError(
+                f"{service.name} did not become healthy within {service.startup_timeout:.0f}s; "
+                f"see {service.process.log_path}"
+            )
+
+
+def _start(service: Service, stop: threading.Event, console: Console) -> None:
     with console.status(f"starting {service.name} (log: {service.process.log_path})"):
-        waited = 0.0
-        while not service.healthy():
-            code = service.process.exited()
-            if code is not None:
-                raise StackError(
-                    f"{service.name} exited with code {code} while starting; last lines of "
-                    f"{service.process.log_path}:\n{tail(service.process.log_path)}"
-                )
-            if stop.wait(0.5):
-                raise KeyboardInterrupt
-            waited += 0.5
-            if waited > service.startup_timeout:
-                raise StackError(
-                    f"{service.name} did not become healthy within {service.startup_timeout:.0f}s; "
-                    f"see {service.process.log_path}"
-                )
+        start_service(service, stop)
     console.print(f"[green]✓[/green] {service.name} is up")
 
 

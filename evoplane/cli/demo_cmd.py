@@ -1,0 +1,130 @@
+"""`evoplane demo`: the whole loop on one machine, from traffic to promotion and rollback."""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
+
+from evoplane.settings import load_settings
+
+console = Console()
+
+
+def demo(
+    rounds: int = typer.Option(6, "--rounds", min=1, max=6, help="Play the first N rounds."),
+    only: list[str] = typer.Option(
+        [],
+        "--only",
+        help="Play only these rounds (repeatable): memory, tool_schema, harness, "
+        "weights, gate, rollback.",
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seeds the customers and the model's sampling."),
+    keep_up: bool = typer.Option(
+        False, "--keep-up", help="Leave the stack running afterwards (Ctrl-C stops it)."
+    ),
+    use_running: bool = typer.Option(
+        False, "--use-running", help="Use the stack `evoplane up` runs instead of starting one."
+    ),
+    small: bool = typer.Option(
+        False, "--small", help="Less traffic and lower thresholds (the CI scale)."
+    ),
+    data_dir: Path | None = typer.Option(None, help="Data directory [env: EVOPLANE_DATA_DIR]."),
+) -> None:
+    """Run the demo: four shops' support bot drifts, and Evoplane evolves it (~8 min)."""
+    from evoplane.demo.drifts import by_name
+    from evoplane.demo.report import facts, table
+    from evoplane.demo.runner import FULL, SMALL, run_demo
+    from evoplane.demo.stack import stack
+
+    settings = load_settings(data_dir=data_dir)
+    chosen = by_name(only or None, rounds)
+    started = time.monotonic()
+    with stack(settings, use_running=use_running, started=_announce) as endpoints:
+        with _Progress() as reporter:
+            result = run_demo(
+                endpoints, chosen, scale=SMALL if small else FULL, seed=seed, reporter=reporter
+            )
+        console.print(table(result.rows, f"Evoplane demo: {result.agent}, all rounds"))
+        shown = facts(result.rows)
+        for fact in shown:
+            mark = "[green]✓[/green]" if fact.shown else "[red]✗[/red]"
+            console.print(f"{mark} {fact.claim}: {fact.detail}", highlight=False)
+        minutes = (time.monotonic() - started) / 60
+        console.print(
+            f"{result.tickets} tickets, {len(result.rows)} evolutions in {minutes:.1f} min. "
+            f'Temporal UI: {endpoints.temporal_ui} (filter: Agent = "{result.agent}"), '
+            f"MLflow: {endpoints.mlflow}",
+            highlight=False,
+        )
+        if keep_up and not use_running:
+            console.print("The stack stays up; Ctrl-C stops it.")
+            _wait_for_interrupt()
+    if not all(fact.shown for fact in shown):
+        raise typer.Exit(1)
+
+
+def _announce(name: str) -> None:
+    console.print(f"[green]✓[/green] {name} is up")
+
+
+def _wait_for_interrupt() -> None:
+    """Until Ctrl-C, or a SIGTERM (a service manager, or a shell that started it in the
+    background, where SIGINT is ignored)."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        while True:
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        pass
+
+
+# --- progress -------------------------------------------------------------------------------
+
+
+class _Progress:
+    """The runner's reporter: a progress bar per traffic phase, a line per stage, a table
+    per finished round."""
+
+    def __init__(self) -> None:
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            console=console,
+            transient=False,
+        )
+        self.task = None
+
+    def __enter__(self) -> _Progress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *_) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        self.progress.stop()
+
+    def phase(self, text: str, total: int | None = None) -> None:
+        if self.task is not None:
+            self.progress.remove_task(self.task)
+        self.task = self.progress.add_task(text, total=total)
+
+    def advance(self, count: int = 1) -> None:
+        if self.task is not None:
+            self.progress.advance(self.task, count)
+
+    def stage(self, text: str) -> None:
+        self.progress.console.print(f"  [dim]{text}[/dim]", highlight=False)
+        self.phase(text)  # live gates: the tickets played while they watch
+
+    def row(self, row) -> None:
+        from evoplane.demo.report import table
+
+        self.progress.console.print(table([row], f"round {row.round}"))

@@ -1,0 +1,10 @@
+"""The demo: four shops' support bot drifts, and Evoplane evolves it (`evoplane demo`).
+
+`world` (the shops, what customers ask, the fact lines), `tools` (the commerce platform's
+validated tools), `agent` (the bot on the plain openai SDK), `users` (the customers and
+their reactions), `drifts` (the scheduled rounds), `runner` (traffic and evolutions through
+the control API), `report` (the tables and the facts they must show), `stack` (a running
+or embedded stack), `warm_start` (how `model/` was made).
+"""
+
+__all__: list[str] = []

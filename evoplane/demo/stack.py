@@ -1,0 +1,75 @@
+"""The stack the demo talks to: a running one's endpoints, or `evoplane up`'s services started
+for the length of the demo (Temporal and MLflow only where the settings name none)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from evoplane.demo.runner import Endpoints
+from evoplane.settings import Settings
+
+__all__ = ["endpoints_of", "stack"]
+
+
+def endpoints_of(settings: Settings) -> Endpoints:
+    from evoplane.control import admin_token
+
+    configured = settings.admin_token.get_secret_value() if settings.admin_token else None
+    return Endpoints(
+        gateway=settings.gateway_api,
+        control=f"http://{settings.host}:{settings.api_port}",
+        admin_token=admin_token(configured, settings.data_dir),
+        registry_url=settings.registry_url,
+        temporal_ui=settings.temporal_ui_url,
+        mlflow=settings.tracking_uri,
+    )
+
+
+@contextmanager
+def stack(
+    settings: Settings,
+    *,
+    use_running: bool = False,
+    started: Callable[[str], None] = lambda name: None,
+) -> Iterator[Endpoints]:
+    """The endpoints of a running stack, or of the embedded one started here and stopped
+    on the way out.
+
+    Raises:
+        StackError: the running stack misses a service, or one would not start.
+    """
+    from evoplane.stack.launcher import StackError, check_stack, prepare_registry, start_service
+    from evoplane.stack.services import embedded_services
+
+    if use_running:
+        down = [report.name for report in check_stack(settings) if not report.healthy]
+        if down:
+            raise StackError(
+                f"the running stack is missing {', '.join(down)}; start it with `evoplane up` "
+                "(or drop --use-running to let the demo start its own)"
+            )
+        yield endpoints_of(settings)
+        return
+    # One torch thread per generation is far faster on a small CPU than torch's default;
+    # the gateway (local engine) and the GPU worker (training) inherit these.
+    os.environ.setdefault("EVOPLANE_LOCAL_THREADS", "1")
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    services = embedded_services(settings)
+    for service in services:
+        service.check_ports(settings.host)
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    prepare_registry(settings)
+    endpoints = endpoints_of(settings)  # writes the admin token before the API reads it
+    running = []
+    try:
+        for service in services:
+            running.append(service)
+            start_service(service)
+            started(service.name)
+        yield endpoints
+    finally:
+        for service in reversed(running):
+            service.process.stop()

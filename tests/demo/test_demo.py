@@ -1,0 +1,79 @@
+"""A shortened demo end to end, on the real stack: Temporal dev server, PostgreSQL, MLflow, and
+the gateway, worker and control API processes `evoplane up` runs.
+
+Four rounds at the CI scale (less traffic, lower thresholds): a missing fact and a changed
+tool argument each diagnosed as their surface and promoted with a better reward, a person's
+cost cut stopped by the canary with stable unchanged, and a gate-skipping hotfix that
+regresses, rolled back by the policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from evoplane.demo.drifts import by_name
+from evoplane.demo.report import facts
+from evoplane.demo.runner import SMALL, DemoResult, run_demo
+from evoplane.demo.stack import stack
+from evoplane.settings import Settings
+from tests.conftest import free_port, postgres_schema_url
+
+pytestmark = [pytest.mark.temporal, pytest.mark.slow, pytest.mark.timeout(420)]
+
+ROUNDS = ["memory", "tool_schema", "gate", "rollback"]
+
+
+@pytest.fixture
+def settings(tmp_path, temporal_env, mlflow_uri, postgres_schema, monkeypatch) -> Settings:
+    for variable in ("EVOPLANE_LOCAL_THREADS", "TOKENIZERS_PARALLELISM"):
+        monkeypatch.delenv(variable, raising=False)
+    return Settings(
+        data_dir=tmp_path / "data",
+        database_url=postgres_schema_url(postgres_schema),
+        temporal_address=temporal_env.client.service_client.config.target_host,
+        mlflow_uri=mlflow_uri,
+        gateway_port=free_port(),
+        api_port=free_port(),
+    )
+
+
+def play(settings: Settings) -> DemoResult:
+    with stack(settings) as endpoints:
+        return run_demo(endpoints, by_name(ROUNDS), scale=SMALL, seed=7)
+
+
+async def test_a_short_demo_shows_every_claim_on_the_real_stack(settings: Settings) -> None:
+    result = await asyncio.to_thread(play, settings)
+    rows = {row.round: [r for r in result.rows if r.round == row.round] for row in result.rows}
+    unshown = [f"{f.claim}: {f.detail}" for f in facts(result.rows) if not f.shown]
+    assert not unshown, "\n".join(unshown)
+
+    for name in ("memory", "tool_schema"):
+        (row,) = rows[name]
+        assert (row.action, row.outcome) == (name, "promoted"), row.reason
+        assert row.reward_after > row.reward_before
+        assert row.stable_after == row.candidate != row.stable_before
+
+    (cost_cut,) = rows["gate"]
+    assert cost_cut.forced and cost_cut.outcome in {"rolled_back", "aborted"}
+    assert cost_cut.gates[-1]["gate"] == "canary" and cost_cut.gates[-1]["verdict"] == "fail"
+    assert cost_cut.stable_after == cost_cut.stable_before
+
+    hotfix, rollback = rows["rollback"]
+    assert hotfix.outcome == "promoted" and all(g.get("skipped") for g in hotfix.gates)
+    assert rollback.action == "rollback" and rollback.outcome == "rolled_back"
+    assert rollback.stable_before == hotfix.candidate
+    assert rollback.stable_after == hotfix.stable_before
+    assert rollback.reward_after > rollback.reward_before
+
+    # Every evolution is a workflow in Temporal and a run in MLflow with its decision.
+    for row in result.rows:
+        assert row.temporal_url and row.evolution_id in row.temporal_url
+        run_id = row.mlflow_url.rsplit("/", 1)[-1]
+        found = httpx.get(
+            f"{settings.tracking_uri}/api/2.0/mlflow/artifacts/list", params={"run_id": run_id}
+        ).json()
+        assert "decision.json" in {item["path"] for item in found.get("files", [])}
