@@ -41,16 +41,40 @@ def tenant_create(
     redact: list[str] = typer.Option(
         [], help="Extra regex to redact from stored text (repeatable)."
     ),
+    seal_raw: bool = typer.Option(
+        False,
+        "--seal-raw",
+        help="Also keep an encrypted raw copy of each redacted event (gateways need "
+        "EVOPLANE_SEAL_KEY; `evoplane key seal-key` makes one).",
+    ),
+    sealed_reader: list[str] = typer.Option(
+        [],
+        "--sealed-reader",
+        help="A training job allowed to read the sealed raw copies (repeatable; needs --seal-raw).",
+    ),
 ) -> None:
     """Create a tenant."""
     from registry import TenantPolicy, create_tenant, transaction
 
+    if sealed_reader and not seal_raw:
+        raise typer.BadParameter(
+            "readers of sealed raw copies need --seal-raw (without it no raw copy is kept)",
+            param_hint="--sealed-reader",
+        )
     policy = TenantPolicy(
-        training=training, retention_days=retention_days, redaction_patterns=redact
+        training=training,
+        retention_days=retention_days,
+        redaction_patterns=redact,
+        seal_raw=seal_raw,
+        sealed_readers=sealed_reader,
     )
     with transaction(_engine()) as session:
         create_tenant(session, name, policy)
-    console.print(f"tenant {name} created (training: {policy.training}).", highlight=False)
+    sealed = f"; sealed raw copies for {', '.join(sealed_reader) or 'no reader yet'}"
+    console.print(
+        f"tenant {name} created (training: {policy.training}{sealed if seal_raw else ''}).",
+        highlight=False,
+    )
 
 
 @tenant_app.command("list")

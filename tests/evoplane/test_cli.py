@@ -90,3 +90,20 @@ def test_agent_evolution_settings_are_validated_stored_and_shown(tmp_path: Path)
     assert refused.returncode != 0 and "step_weights" in refused.stderr
     after = json.loads(run("agent", "settings", "helpdesk", env=env).stdout)
     assert after["gate"]["step_weights"] == [0.1, 0.5]  # nothing half-written
+
+
+def test_a_tenant_may_keep_sealed_raw_copies_for_named_readers(tmp_path: Path) -> None:
+    from registry import create_db_engine, get_tenant, transaction
+
+    data = tmp_path / "data"
+    env = {"EVOPLANE_DATA_DIR": str(data)}
+    assert run("db", "upgrade", env=env).returncode == 0
+    refused = run("tenant", "create", "acme", "--sealed-reader", "rl-job", env=env)
+    assert refused.returncode != 0 and "--seal-raw" in refused.stderr
+    created = run("tenant", "create", "acme", "--seal-raw", "--sealed-reader", "rl-job", env=env)
+    assert created.returncode == 0, created.stderr
+    assert "sealed raw copies for rl-job" in created.stdout
+    engine = create_db_engine(f"sqlite:///{data / 'registry.db'}")
+    with transaction(engine) as session:
+        policy = get_tenant(session, "acme").policy
+    assert policy.seal_raw and policy.sealed_readers == ["rl-job"]
