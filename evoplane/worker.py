@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import signal
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -33,6 +35,9 @@ __all__ = ["WORKFLOWS", "connect", "run_workers", "workers_for"]
 log = logging.getLogger(__name__)
 
 WORKFLOWS = [EvolutionWorkflow, RollbackWorkflow, EvolutionLoop]
+# How long activities in flight may take to finish once a worker is asked to stop (within
+# Kubernetes' default 30 s grace period); a training job's checkpoints make the rest cheap.
+SHUTDOWN_GRACE = timedelta(seconds=20)
 
 
 async def connect(settings: Settings) -> Client:
@@ -78,6 +83,7 @@ def workers_for(
             workflows=WORKFLOWS,
             activities=methods,
             activity_executor=executor,
+            graceful_shutdown_timeout=SHUTDOWN_GRACE,
         )
     ]
     if gpu:
@@ -90,6 +96,7 @@ def workers_for(
                 activities=[training.train_policy],
                 activity_executor=executor,
                 max_concurrent_activities=1,  # one training job per device
+                graceful_shutdown_timeout=SHUTDOWN_GRACE,
             )
         )
     return workers
@@ -141,12 +148,34 @@ async def run_workers(settings: Settings, *, gpu: bool, tracking: bool = True) -
         device=settings.local_device,
     )
     client = await connect(settings)
+    stop = _stop_on_signals()
     with ThreadPoolExecutor(max_workers=8) as executor:
         workers = workers_for(client, activities, executor, gpu=gpu, training=training)
         queues = ", ".join(w.task_queue for w in workers)
         log.info("worker serving %s at %s", queues, settings.temporal_target)
+        running = asyncio.gather(*(worker.run() for worker in workers))
+        stopping = asyncio.ensure_future(stop.wait())
         try:
-            await asyncio.gather(*(worker.run() for worker in workers))
+            await asyncio.wait({running, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if stop.is_set():
+                log.info(
+                    "stopping: polling ends, activities in flight have %.0fs to finish "
+                    "(Temporal retries the rest on another worker)",
+                    SHUTDOWN_GRACE.total_seconds(),
+                )
+                await asyncio.gather(*(worker.shutdown() for worker in workers))
+            await running
         finally:
+            stopping.cancel()
             await replay.aclose()
             engine.dispose()
+    log.info("worker stopped")
+
+
+def _stop_on_signals() -> asyncio.Event:
+    """Set on SIGTERM (a service manager, Kubernetes) or SIGINT (Ctrl-C)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    return stop

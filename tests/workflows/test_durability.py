@@ -23,8 +23,9 @@ CASES = 6
 DELAY_MS = 700
 
 
-def start_worker(world: World, data_dir: Path) -> subprocess.Popen:
-    """`evoplane worker` in a process (and process group) of its own, so it can be killed -9."""
+def start_worker(world: World, data_dir: Path, log: Path | None = None) -> subprocess.Popen:
+    """`evoplane worker` in a process (and process group) of its own, so it can be killed -9;
+    its output goes to `log` when given."""
     target = world.client.service_client.config.target_host
     env = {
         **os.environ,
@@ -32,10 +33,13 @@ def start_worker(world: World, data_dir: Path) -> subprocess.Popen:
         "EVOPLANE_TEMPORAL_ADDRESS": target,
         "EVOPLANE_DATA_DIR": str(data_dir),
     }
+    output = log.open("w") if log is not None else None
     return subprocess.Popen(
         [str(Path(sys.executable).parent / "evoplane"), "worker", "--gpu", "--no-tracking"],
         env=env,
         start_new_session=True,
+        stdout=output,
+        stderr=subprocess.STDOUT if output else None,
     )
 
 
@@ -86,3 +90,21 @@ async def test_a_killed_worker_is_replaced_and_the_evolution_promotes_once(
     ]
     assert max(attempts) >= 2, "the replay gate should have been retried after the kill"
     assert status.stage == Stage.DONE
+
+
+async def test_a_worker_asked_to_stop_leaves_cleanly(world: World, tmp_path) -> None:
+    log = tmp_path / "worker.log"
+    worker = start_worker(world, tmp_path, log)
+    try:
+        for _ in range(300):
+            if "worker serving" in log.read_text():
+                break
+            await asyncio.sleep(0.2)
+        os.killpg(worker.pid, signal.SIGTERM)
+        code = await asyncio.to_thread(worker.wait, 40)
+    finally:
+        if worker.poll() is None:
+            kill(worker)
+    said = log.read_text()
+    assert code == 0, said
+    assert "stopping: polling ends" in said and "worker stopped" in said
