@@ -292,13 +292,17 @@ def run_demo(
     seed: int = 0,
     reporter: Reporter | None = None,
     model_dir: Path = MODEL_DIR,
+    agent: str = world.AGENT,
 ) -> DemoResult:
     """Set up the support desk on the stack at `endpoints` and play `rounds`.
 
     Args:
         model_dir: the checkpoint the support bot starts on (the warm-started demo model).
+        agent: the bot's name; a free variant (`support-bot-2`) where the registry has it.
+            MLflow names the agent's prompts and models after it, so runs that share an
+            MLflow server but not a registry need names of their own.
     """
-    demo = _Demo(endpoints, scale, seed, reporter or QuietReporter(), model_dir)
+    demo = _Demo(endpoints, scale, seed, reporter or QuietReporter(), model_dir, agent)
     try:
         return demo.run(rounds)
     finally:
@@ -307,7 +311,13 @@ def run_demo(
 
 class _Demo:
     def __init__(
-        self, endpoints: Endpoints, scale: DemoScale, seed: int, reporter: Reporter, model: Path
+        self,
+        endpoints: Endpoints,
+        scale: DemoScale,
+        seed: int,
+        reporter: Reporter,
+        model: Path,
+        agent: str,
     ):
         from registry import create_db_engine
 
@@ -317,6 +327,7 @@ class _Demo:
         self.control = ControlClient(endpoints)
         self.platform = Platform()
         self.run_id = uuid.uuid4().hex[:6]
+        self.name = agent
         self.agent = ""
         self.traffic: Traffic | None = None
         self._mlflow_experiments: dict[str, str] = {}
@@ -350,7 +361,7 @@ class _Demo:
         keys: dict[str, str] = {}
         with transaction(self.engine) as session:
             taken = {agent.name for agent in list_agents(session)}
-            self.agent = _free_name(world.AGENT, taken)
+            self.agent = _free_name(self.name, taken)
             create_agent(
                 session,
                 self.agent,

@@ -41,8 +41,9 @@ def settings(tmp_path, temporal_env, mlflow_uri, postgres_schema, monkeypatch) -
 
 
 def play(settings: Settings) -> DemoResult:
+    # The MLflow server is shared with other tests, which name their agent support-bot.
     with stack(settings) as endpoints:
-        return run_demo(endpoints, by_name(ROUNDS), scale=SMALL, seed=7)
+        return run_demo(endpoints, by_name(ROUNDS), scale=SMALL, seed=7, agent="demo-bot")
 
 
 async def test_a_short_demo_shows_every_claim_on_the_real_stack(settings: Settings) -> None:
