@@ -139,13 +139,21 @@ def _rewarded_call(step: dict[str, Any]) -> dict[str, Any] | None:
 def split_holdout(
     prompts: Sequence[RecordedPrompt], fraction: float, *, seed: int = 0
 ) -> tuple[list[RecordedPrompt], list[RecordedPrompt]]:
-    """(train, held out): a stable split by event id, so a resumed job holds out the same."""
+    """(train, held out): a stable split by event id, so a resumed job holds out the same.
+
+    With a fraction above 0 and two prompts or more, at least one is held out (the one of
+    the lowest bucket): a small window would otherwise, now and then, have no held-out
+    reward at all.
+    """
     import hashlib
 
     def bucket(prompt: RecordedPrompt) -> float:
         digest = hashlib.sha256(f"{seed}:{prompt.event_id}".encode()).digest()
         return int.from_bytes(digest[:8], "big") / 2**64
 
-    train = [p for p in prompts if bucket(p) >= fraction]
-    held = [p for p in prompts if bucket(p) < fraction]
+    cut = fraction
+    if fraction > 0 and len(prompts) >= 2:
+        cut = max(fraction, min(bucket(p) for p in prompts) + 1e-12)
+    train = [p for p in prompts if bucket(p) >= cut]
+    held = [p for p in prompts if bucket(p) < cut]
     return train, held
