@@ -14,13 +14,12 @@ __all__ = ["endpoints_of", "stack"]
 
 
 def endpoints_of(settings: Settings) -> Endpoints:
-    from evoplane.control import admin_token
+    from evoplane.stack.launcher import admin_token_of
 
-    configured = settings.admin_token.get_secret_value() if settings.admin_token else None
     return Endpoints(
         gateway=settings.gateway_api,
         control=f"http://{settings.host}:{settings.api_port}",
-        admin_token=admin_token(configured, settings.data_dir),
+        admin_token=admin_token_of(settings),
         registry_url=settings.registry_url,
         temporal_ui=settings.temporal_ui_url,
         mlflow=settings.tracking_uri,

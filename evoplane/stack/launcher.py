@@ -26,6 +26,7 @@ from registry import (
 __all__ = [
     "HealthReport",
     "StackError",
+    "admin_token_of",
     "check_stack",
     "prepare_registry",
     "run_stack",
@@ -102,7 +103,7 @@ def _start(service: Service, stop: threading.Event, console: Console) -> None:
     console.print(f"[green]✓[/green] {service.name} is up")
 
 
-def _admin_token(settings: Settings) -> str:
+def admin_token_of(settings: Settings) -> str:
     """The control API's token: configured, or generated once into the data dir."""
     from evoplane.control import admin_token
 
@@ -129,7 +130,7 @@ def run_stack(settings: Settings, console: Console | None = None) -> int:
         service.check_ports(settings.host)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     registry = prepare_registry(settings)
-    token = _admin_token(settings)
+    token = admin_token_of(settings)
     started: list[Service] = []
     with _stop_signals() as stop:
         try:
