@@ -330,7 +330,6 @@ class _Demo:
         self.name = agent
         self.agent = ""
         self.traffic: Traffic | None = None
-        self._mlflow_experiments: dict[str, str] = {}
 
     def close(self) -> None:
         if self.traffic is not None:
