@@ -413,7 +413,8 @@ def _choose(
     excluded = _excluded(scores, permitted)
     if chosen.action is Action.NOOP or chosen.expected_gain < config.min_gain:
         change = _best_change(scores, permitted)
-        return Action.NOOP, f"noop: {_noop_reason(stats, config, change)}{excluded}"
+        reason = f"noop: {_noop_reason(stats, config, change)}{_regression_note(stats, config)}"
+        return Action.NOOP, f"{reason}{excluded}"
     body = _reason(options[chosen.action], stats, config)
     margin = _margin(chosen, scores, permitted)
     return chosen.action, f"{chosen.action}: {body}{margin}{excluded}"
@@ -491,6 +492,14 @@ def _noop_reason(stats: WindowStats, config: PolicyConfig, change: ActionScore |
         f"the best allowed change, {change.action}, does not pay for its cost and risk "
         f"(gain {change.expected_gain:.3f}, score {change.score:.3f}){_drift_note(stats)}"
     )
+
+
+def _regression_note(stats: WindowStats, config: PolicyConfig) -> str:
+    """After a promotion, why its comparison with the parent did not call for a rollback."""
+    if stats.regression is None:
+        return ""
+    _, found = _regression_finding(stats.regression, config)
+    return f"; {found}"
 
 
 def _forced_reason(action: Action, best: ActionScore, scores: list[ActionScore]) -> str:

@@ -444,7 +444,6 @@ class _Demo:
         """A person's gate-skipping hotfix, then the policy's own evolution."""
         start, clock = datetime.now(UTC), time.monotonic()
         before = self._play(round_, self.scale.tickets, "traffic before the hotfix")
-        took = time.monotonic() - clock
         hotfix = self._options(round_, start)
         hotfix.update(
             force="harness",
@@ -455,9 +454,16 @@ class _Demo:
         )
         first = self._evolve(round_, hotfix, before, expected="(person's hotfix)")
         promoted = datetime.now(UTC)
-        # At least as long as the traffic before it, so the parent's comparison period
-        # (as long as the time since the promotion) holds that traffic.
-        after = self._play(round_, self.scale.tickets, "traffic on the hotfix", at_least=took)
+        # The policy compares the hotfix since its promotion with its parent over a period
+        # just as long before it. Playing at least as long as everything since the traffic
+        # before began (that traffic and the hotfix's own evolution, which takes longer on a
+        # loaded machine) puts all of the parent's traffic in that period.
+        after = self._play(
+            round_,
+            self.scale.tickets,
+            "traffic on the hotfix",
+            at_least=time.monotonic() - clock,
+        )
         second = self._evolve(round_, self._options(round_, promoted), after)
         recovered = self._play(round_, self.scale.tickets // 2, "traffic after the evolution")
         second.reward_after = self._mean_reward([o.trajectory_id for o in recovered])

@@ -228,6 +228,8 @@ def test_a_small_noisy_or_thin_regression_does_not_roll_back(current, n, half_wi
     assert record.action is Action.NOOP
     rollback = next(score for score in record.scores if score.action is Action.ROLLBACK)
     assert rollback.expected_gain == 0 and why in rollback.evidence
+    # The person reading a noop after a promotion learns why it was not rolled back.
+    assert "stable v2 vs its parent: " in record.reason and why in record.reason
 
 
 def test_a_confirmed_regression_rolls_back_even_in_a_thin_window() -> None:
