@@ -127,12 +127,14 @@ ROUNDS: tuple[Round, ...] = (
         name="weights",
         drift="a new wave of customers writes tersely, in slang and in German, in every shop",
         expected="weights",
+        # Mostly the new wave: the model gets about a third of its requests wrong, and a
+        # cluster under a quarter of the window is too small to pay for training (a run with
+        # half new wave and invoice questions chose harness for the invoice answers instead).
         mix=(
-            *_requests("normal", 0.25),
+            *_requests("normal", 0.2),
             _question("hotline", ALL, 0.05),
             _question("giftcard", ALL, 0.05),
-            _question("invoice", _INVOICE, 0.05, "policy"),
-            *_requests("hard", 0.5),
+            *_requests("hard", 0.7),
         ),
         scenario=tuple(kind.label for kind, _ in _requests("hard", 1.0)),
     ),
