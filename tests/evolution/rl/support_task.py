@@ -1,87 +1,65 @@
-"""A verifiable support-desk task for the tiny model: which tool does this request need?
+"""The verifiable task the GRPO test learns: the demo's skill gap, on the demo's own model.
 
-Fifteen phrasings of three intents, each with a random order number and customer name; the
-right answer is one call of the intent's tool. The tiny model learns the output structure in
-seconds of SFT; which tool to call is the decision RL improves.
+The committed demo checkpoint (`evoplane/demo/model/`, made by `evoplane.demo.warm_start`)
+calls the right tool for the usual phrasings, but for the new wave of terse, slang and German
+requests only about a third of the time: a decision it partly masters, so a group of its
+samples has mixed outcomes, which is where GRPO learns. (A model that had not learned the
+decision at all barely moved in 60 steps; see the test's module docstring.)
+
+A request is what the demo's support bot sends for one of Acme's customers; the right answer
+is one call of the intent's tool with a valid argument.
 """
 
 from __future__ import annotations
 
 import random
 import uuid
+from typing import Any
 
+from atdp import Harness, ModelRef, VersionSpec
 from evolution.rl.samples import RecordedPrompt
-from evolution.rl.sft import Demonstration
+from evoplane.demo import world
+from evoplane.demo.runner import MODEL_DIR
+from evoplane.demo.tools import ORDER_REF, Platform
+from proxy.overlays import apply_overlays
 
-INTENTS = {
-    "lookup_order": [
-        "where is my order",
-        "has my package shipped",
-        "track my parcel",
-        "when will it arrive",
-        "status of my delivery",
-    ],
-    "refund": [
-        "i want my money back",
-        "please refund me",
-        "the item is broken, refund it",
-        "reimburse me",
-        "return and refund",
-    ],
-    "escalate": [
-        "let me talk to a human",
-        "get me a supervisor",
-        "i want to complain",
-        "this is unacceptable",
-        "call your manager",
-    ],
-}
-TOOLS = [
-    {
-        "type": "function",
-        "function": {"name": name, "parameters": {"type": "object", "properties": {}}},
-    }
-    for name in INTENTS
-]
-SYSTEM = "You are a support agent. Call one tool."
-NAMES = ["ann", "bob", "cy", "dee", "eve", "fay", "gus", "hal", "ida", "jo"]
+TENANT = "acme"
+TOOLS = Platform(release=1).specs(world.tools_of(TENANT))
 
 
-def request(rng: random.Random) -> tuple[list[dict], str]:
-    """A customer request and the tool it needs."""
-    tool = rng.choice(list(INTENTS))
-    text = f"{rng.choice(INTENTS[tool])} (order {rng.randint(10, 99)}, {rng.choice(NAMES)})"
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}], tool
+def version(model: str = "demo@1") -> VersionSpec:
+    """The version the gateway serves: the demo model under the agent's base instructions."""
+    return VersionSpec(
+        model=ModelRef(engine="local", checkpoint=str(MODEL_DIR), model=model),
+        harness=Harness(instructions=world.BASE_INSTRUCTIONS),
+    )
 
 
-def answer(tool: str) -> str:
-    return f'<tool_call>{{"name": "{tool}", "arguments": {{}}}}</tool_call>'
+def request(rng: random.Random) -> tuple[list[dict[str, Any]], str]:
+    """A new-wave customer's request as the bot sends it, and the tool it needs."""
+    intent = rng.choice(world.intents_of(TENANT))
+    messages = [
+        {"role": "system", "content": world.agent_system(TENANT)},
+        {"role": "user", "content": rng.choice(world.HARD[intent])},
+    ]
+    return messages, world.TOOL_OF[intent]
 
 
-def demonstrations(count: int, *, right: float, seed: int) -> list[Demonstration]:
-    """Demonstrations whose tool is right with probability `right`, else any of the three:
-    SFT on them gives a policy with the structure and a partly right decision."""
+def held_out(count: int, *, seed: int) -> list[RecordedPrompt]:
+    """Requests never recorded, rendered as the gateway renders them for `version()`."""
     rng = random.Random(seed)
-    shown = []
-    for _ in range(count):
-        messages, tool = request(rng)
-        label = tool if rng.random() < right else rng.choice(list(INTENTS))
-        shown.append(Demonstration(messages, answer(label), TOOLS))
-    return shown
-
-
-def prompts(count: int, *, seed: int) -> list[RecordedPrompt]:
-    rng = random.Random(seed)
+    spec = version()
     made = []
     for _ in range(count):
         messages, tool = request(rng)
+        view = apply_overlays({"messages": messages, "tools": TOOLS}, spec).body
         made.append(
             RecordedPrompt(
                 event_id=str(uuid.UUID(int=rng.getrandbits(128))),
-                tenant="acme",
-                messages=messages,
-                tools=TOOLS,
-                reference={"name": tool, "arguments": {}},
+                tenant=TENANT,
+                messages=view["messages"],
+                tools=view["tools"],
+                reference={"name": tool, "arguments": {"order_id": ORDER_REF}},
             )
         )
     return made
