@@ -46,9 +46,9 @@ from evolution.rl.trainer import (
     TrainConfig,
     TrainResult,
     _final,
-    _group,
     _restore,
     _save,
+    draw_groups,
     latest_checkpoint,
     update_policy,
 )
@@ -108,8 +108,9 @@ def train_megatron(
     history: list[StepMetrics] = []
     for step in range(start + 1, config.steps + 1):
         began = time.perf_counter()
-        batch = [usable[rng.randrange(len(usable))] for _ in range(config.prompts_per_step)]
-        metrics = _step(policy, reference, optimiser, batch, reward, config, generator)
+        # Sampled with the synced twin, learned with megatron.
+        groups = draw_groups(policy.sync(), usable, rng, reward, config, generator)
+        metrics = update_policy(policy.learner, reference, optimiser, groups, config)
         metrics = StepMetrics(step=step, seconds=time.perf_counter() - began, **metrics)
         history.append(metrics)
         if on_step is not None:
@@ -120,22 +121,6 @@ def train_megatron(
                 on_checkpoint(step, path)
     final = _final(policy.sync(), out_dir, config)
     return TrainResult(checkpoint=final, steps=config.steps, resumed_from=start, history=history)
-
-
-def _step(
-    policy: MegatronPolicy,
-    reference: Policy | None,
-    optimiser: Any,
-    batch: Sequence[RecordedPrompt],
-    reward: RewardFunction,
-    config: TrainConfig,
-    generator: Any,
-) -> dict[str, Any]:
-    """The torch trainer's step, sampling with the synced twin and learning with megatron."""
-
-    sampler = policy.sync()
-    groups = [_group(sampler, prompt, reward, config, generator) for prompt in batch]
-    return update_policy(policy.learner, reference, optimiser, groups, config)
 
 
 def _reference(base: Path, config: TrainConfig, device: str) -> Policy | None:

@@ -23,6 +23,8 @@ class TrainingSettings(BaseModel):
     lora_rank: train a LoRA adapter of this rank (merged into the result); None trains all
         weights, which the tiny model wants.
     holdout: the share of recorded prompts kept out of training to measure the candidate.
+    fill_draws: with dynamic sampling, extra prompts a step may draw while fewer than
+        `prompts_per_step` of its groups have mixed rewards (the only ones that teach).
     backend: torch (CPU or one GPU) or megatron (GPU workers with megatron-core).
     """
 
@@ -39,6 +41,7 @@ class TrainingSettings(BaseModel):
     eps_high: float = Field(default=0.28, gt=0)
     kl_coef: float = Field(default=0.0, ge=0)
     dynamic_sampling: bool = True
+    fill_draws: int = Field(default=0, ge=0)
     lora_rank: int | None = Field(default=None, ge=1)
     checkpoint_every: int = Field(default=25, ge=1)
     holdout: float = Field(default=0.2, ge=0, lt=1)
@@ -61,6 +64,7 @@ class TrainingSettings(BaseModel):
             max_new_tokens=self.max_new_tokens,
             temperature=self.temperature,
             dynamic_sampling=self.dynamic_sampling,
+            fill_draws=self.fill_draws,
             lora=LoraSettings(rank=self.lora_rank, alpha=2 * self.lora_rank)
             if self.lora_rank
             else None,

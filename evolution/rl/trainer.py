@@ -36,6 +36,7 @@ __all__ = [
     "StepMetrics",
     "TrainConfig",
     "TrainResult",
+    "draw_groups",
     "evaluate",
     "latest_checkpoint",
     "train",
@@ -64,6 +65,7 @@ class TrainConfig:
     max_new_tokens: int = 96
     temperature: float = 1.0
     dynamic_sampling: bool = True
+    fill_draws: int = 0  # extra groups a step may draw to fill its batch with mixed ones
     include_recorded: bool = True
     reference_kl: bool = False  # keep a frozen copy of the start weights for the KL penalty
     lora: LoraSettings | None = None
@@ -150,8 +152,8 @@ def train(
     history: list[StepMetrics] = []
     for step in range(start + 1, config.steps + 1):
         began = time.perf_counter()
-        batch = [usable[rng.randrange(len(usable))] for _ in range(config.prompts_per_step)]
-        metrics = _step(policy, reference, optimiser, batch, reward, config, generator)
+        groups = draw_groups(policy, usable, rng, reward, config, generator)
+        metrics = update_policy(policy, reference, optimiser, groups, config)
         metrics = StepMetrics(step=step, seconds=time.perf_counter() - began, **metrics)
         history.append(metrics)
         if on_step is not None:
@@ -164,17 +166,35 @@ def train(
     return TrainResult(checkpoint=final, steps=config.steps, resumed_from=start, history=history)
 
 
-def _step(
+def draw_groups(
     policy: Policy,
-    reference: Any,
-    optimiser: Any,
-    batch: Sequence[RecordedPrompt],
+    usable: Sequence[RecordedPrompt],
+    rng: random.Random,
     reward: RewardFunction,
     config: TrainConfig,
     generator: Any,
-) -> dict[str, Any]:
-    groups = [_group(policy, prompt, reward, config, generator) for prompt in batch]
-    return update_policy(policy, reference, optimiser, groups, config)
+) -> list[dict[str, Any]]:
+    """A step's groups: `prompts_per_step` drawn prompts, then, with dynamic sampling, up to
+    `fill_draws` more while fewer than `prompts_per_step` groups have mixed rewards.
+
+    Only mixed groups carry a gradient, so on traffic the model mostly gets right most draws
+    are wasted; DAPO fills its batch the same way.
+    """
+
+    def draw() -> dict[str, Any]:
+        return _group(policy, usable[rng.randrange(len(usable))], reward, config, generator)
+
+    groups = [draw() for _ in range(config.prompts_per_step)]
+    extra = config.fill_draws if config.dynamic_sampling else 0
+    while extra > 0 and _mixed(groups) < config.prompts_per_step:
+        groups.append(draw())
+        extra -= 1
+    return groups
+
+
+def _mixed(groups: Sequence[dict[str, Any]]) -> int:
+    rewards = [r for g in groups for r in g["rewards"]]
+    return len(mixed_groups(rewards, [i for i, g in enumerate(groups) for _ in g["rewards"]]))
 
 
 def update_policy(

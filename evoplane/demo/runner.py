@@ -84,12 +84,15 @@ class DemoScale:
 
 # The weights round's training, sized to the demo's 10 minutes on 2 cores: a step samples 8
 # completions of each of 6 prompts and updates on the groups with mixed rewards (about 5 s
-# a step). Completions may run to 96 tokens: a byte-level tool call such as
+# a step). Most of the window's requests are ones the model gets right every time, whose
+# groups teach nothing, so a step may draw up to 6 more prompts to fill its batch.
+# Completions may run to 96 tokens: a byte-level tool call such as
 # `<tool_call>{"name": "lookup_order", ...}</tool_call>` is 85 tokens, and a call cut short
 # scores as a wrong one.
 _TRAINING = {
     "steps": 30,
     "prompts_per_step": 6,
+    "fill_draws": 6,
     "group_size": 8,
     "max_new_tokens": 96,
     "learning_rate": 5e-4,

@@ -35,6 +35,14 @@ def has_an_a(prompt: RecordedPrompt, text: str) -> float:
     return float("a" in text)
 
 
+def only_some_prompts_teach(prompt: RecordedPrompt, text: str) -> float:
+    """Mixed rewards for odd-numbered prompts (a coin: the first character's parity), the same
+    reward for every sample of an even-numbered one."""
+    if int(prompt.event_id) % 2 == 0:
+        return 1.0
+    return float(ord(text[0]) % 2) if text else 0.0
+
+
 def config(**changes) -> TrainConfig:
     fields = dict(
         steps=4,
@@ -113,3 +121,18 @@ def test_prompts_without_a_reference_are_refused_clearly(base, tmp_path) -> None
     unlabelled = [RecordedPrompt(event_id="x", tenant="acme", messages=PROMPTS[0].messages)]
     with pytest.raises(ValueError, match="no training prompt has a reference"):
         train(base, tmp_path, unlabelled, has_an_a, config())
+
+
+def test_dynamic_sampling_fills_the_batch_with_groups_that_teach(base, tmp_path) -> None:
+    # Half the prompts give every sample the same reward, so a step of two drawn prompts
+    # often keeps fewer than two groups; drawing more until two teach fills every step.
+    plain = train(base, tmp_path / "plain", PROMPTS, only_some_prompts_teach, config(steps=6))
+    filled = train(
+        base,
+        tmp_path / "filled",
+        PROMPTS,
+        only_some_prompts_teach,
+        config(steps=6, fill_draws=40),
+    )
+    assert min(m.groups_used for m in plain.history) < 2
+    assert [m.groups_used for m in filled.history] == [2] * 6
