@@ -64,7 +64,7 @@ class TrainingActivities:
         train_prompts, held_out = self._split(prompts, settings)
         config = settings.train_config(device=self.device)
         out_dir = self.checkpoint_root / request.agent / request.evolution_id
-        reward = ToolCallReward()
+        reward = ToolCallReward()  # strict, for the held-out measurement
         base = Path(parent.spec.model.checkpoint or "")
         before = self._held_out_reward(base, held_out, reward, config)
         previous = _previous_heartbeat()
@@ -84,7 +84,7 @@ class TrainingActivities:
                     base,
                     out_dir,
                     train_prompts,
-                    reward,
+                    ToolCallReward(format_credit=settings.format_credit),
                     config,
                     on_step=lambda m: self._on_step(request, m, beat),
                 )

@@ -23,6 +23,10 @@ class TrainingSettings(BaseModel):
     lora_rank: train a LoRA adapter of this rank (merged into the result); None trains all
         weights, which the tiny model wants.
     holdout: the share of recorded prompts kept out of training to measure the candidate.
+    format_credit: the training reward of a well-formed call of an offered but wrong tool
+        (the right one earns 1, anything else 0), so that while the decision is learned a
+        valid wrong call beats a broken one; byte-level models otherwise drift into blends
+        such as "loncel_order". The held-out reward stays strict.
     fill_draws: with dynamic sampling, extra prompts a step may draw while fewer than
         `prompts_per_step` of its groups have mixed rewards (the only ones that teach).
     backend: torch (CPU or one GPU) or megatron (GPU workers with megatron-core).
@@ -40,6 +44,7 @@ class TrainingSettings(BaseModel):
     eps_low: float = Field(default=0.2, gt=0, lt=1)
     eps_high: float = Field(default=0.28, gt=0)
     kl_coef: float = Field(default=0.0, ge=0)
+    format_credit: float = Field(default=0.1, ge=0, lt=1)
     dynamic_sampling: bool = True
     fill_draws: int = Field(default=0, ge=0)
     lora_rank: int | None = Field(default=None, ge=1)
