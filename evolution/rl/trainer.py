@@ -186,15 +186,16 @@ def draw_groups(
 
     groups = [draw() for _ in range(config.prompts_per_step)]
     extra = config.fill_draws if config.dynamic_sampling else 0
-    while extra > 0 and _mixed(groups) < config.prompts_per_step:
+    while extra > 0 and len(_mixed(groups)) < config.prompts_per_step:
         groups.append(draw())
         extra -= 1
     return groups
 
 
-def _mixed(groups: Sequence[dict[str, Any]]) -> int:
+def _mixed(groups: Sequence[dict[str, Any]]) -> set[int]:
+    """The indices of the groups whose rewards differ."""
     rewards = [r for g in groups for r in g["rewards"]]
-    return len(mixed_groups(rewards, [i for i, g in enumerate(groups) for _ in g["rewards"]]))
+    return mixed_groups(rewards, [i for i, g in enumerate(groups) for _ in g["rewards"]])
 
 
 def update_policy(
@@ -208,8 +209,7 @@ def update_policy(
     import torch
 
     rewards = [r for g in groups for r in g["rewards"]]
-    keys = [i for i, g in enumerate(groups) for _ in g["rewards"]]
-    kept = mixed_groups(rewards, keys) if config.dynamic_sampling else set(range(len(groups)))
+    kept = _mixed(groups) if config.dynamic_sampling else set(range(len(groups)))
     learner.model.train()
     optimiser.zero_grad()
     totals = {"loss": 0.0, "kl": 0.0, "clip_fraction": 0.0, "importance_weight": 0.0}
