@@ -188,7 +188,7 @@ class _CausalLMView:
     def __init__(self, gpt: Any) -> None:
         self.gpt = gpt
 
-    def __call__(self, input_ids: Any, **_: Any) -> SimpleNamespace:
+    def forward(self, input_ids: Any, **_: Any) -> SimpleNamespace:
         import torch
 
         positions = torch.arange(input_ids.shape[1], device=input_ids.device)
@@ -196,6 +196,8 @@ class _CausalLMView:
         # is applied by the kernel (TE); completions are right-padded, so no padding mask.
         logits = self.gpt(input_ids, positions.expand_as(input_ids), None)
         return SimpleNamespace(logits=logits)
+
+    __call__ = forward  # `Policy` reads the signature of `forward`, as on an HF model
 
     def parameters(self) -> Any:
         return self.gpt.parameters()

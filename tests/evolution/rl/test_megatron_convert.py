@@ -197,6 +197,42 @@ def test_unknown_megatron_weights_are_refused_and_extra_state_ignored() -> None:
         megatron_to_hf(megatron, shape)
 
 
+class _GPTCallConvention(torch.nn.Module):
+    """An HF model called the way megatron-core's GPTModel is: ids, positions, mask."""
+
+    def __init__(self, hf) -> None:
+        super().__init__()
+        self.hf = hf
+
+    def forward(self, input_ids, position_ids, attention_mask):
+        assert attention_mask is None  # the causal mask comes from the layers' mask type
+        return self.hf(input_ids=input_ids, position_ids=position_ids).logits
+
+
+def test_the_learner_view_gives_policy_the_gpt_models_logprobs(tiny) -> None:
+    """`MegatronPolicy.learner` wraps the GPTModel so the torch trainer's loss code runs on it.
+
+    Found on a GPU: `Policy` reads its model's `forward` signature, which the view lacked.
+    """
+    from transformers import AutoTokenizer
+
+    from evolution.rl.megatron import _CausalLMView
+    from evolution.rl.policy import Policy
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny.name_or_path)
+    direct = Policy(tiny, tokenizer)
+    learner = Policy(_CausalLMView(_GPTCallConvention(tiny)), tokenizer)
+    prompt = learner.prompt_ids([{"role": "user", "content": "Where is order 7?"}])
+    completions = [list(b'<tool_call>{"name": "lookup_order"}</tool_call>'), list(b"No.")]
+
+    expected, mask = direct.token_logprobs(prompt, completions)
+    actual, same_mask = learner.token_logprobs(prompt, completions, grad=True)
+    torch.testing.assert_close(actual, expected)
+    assert torch.equal(mask, same_mask) and actual.requires_grad
+    assert learner.model.train() is learner.model and tiny.training
+    assert learner.model.eval() is learner.model and not tiny.training
+
+
 @pytest.mark.skipif(
     importlib.util.find_spec("megatron") is not None, reason="megatron-core is installed here"
 )
