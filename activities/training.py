@@ -179,6 +179,7 @@ class TrainingActivities:
                 max_new_tokens=config.max_new_tokens,
                 temperature=config.temperature,
                 seed=config.seed,
+                guide_tool_names=config.guide_tool_names,
             ),
             4,
         )

@@ -2,18 +2,25 @@
 
 Qwen-family chat templates (and the tiny model's) have the model write its tool calls in this
 form. The local engine turns generated text into OpenAI `tool_calls` with it, and the RL
-trainer reads sampled completions with it, so both see the same actions.
+trainer reads sampled completions with it, so both see the same actions. While they sample,
+`ToolNameGuide` keeps the name of a call being written to the tools offered, as the guided
+decoding of serving engines does: a model cannot call a tool that does not exist.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 __all__ = [
     "TOOL_CALL_CLOSE",
     "TOOL_CALL_OPEN",
     "ToolCallStream",
+    "ToolNameGuide",
+    "offered_tool_names",
     "parse_tool_calls",
     "partial_suffix",
 ]
@@ -109,3 +116,87 @@ def _tool_call(payload: str) -> dict | None:
         "type": "function",
         "function": {"name": call["name"], "arguments": arguments},
     }
+
+
+# --- guided tool names --------------------------------------------------------------------
+
+# The end of a text that is inside the name of a call: `<tool_call>{"name": "look`.
+_OPEN_NAME = re.compile(r'\s*\{\s*"name"\s*:\s*"([^"\\]*)\Z')
+
+
+def offered_tool_names(tools: Iterable[dict] | None, tool_choice: object = None) -> list[str]:
+    """The names a call may use: the one `tool_choice` names, else every offered function."""
+    if isinstance(tool_choice, dict):
+        named = (tool_choice.get("function") or {}).get("name")
+        if isinstance(named, str) and named:
+            return [named]
+    names = []
+    for tool in tools or []:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            names.append(function["name"])
+    return names
+
+
+class ToolNameGuide:
+    """Which tokens may come next while a tool call's name is being written.
+
+    Outside a name every token may; inside one, only tokens that keep the name a prefix of an
+    offered name, or that finish one with its closing quote (and possibly run on past it).
+
+    Args:
+        names: the offered tool names.
+        pieces: the text of each token id of the vocabulary, decoded alone.
+    """
+
+    def __init__(self, names: Iterable[str], pieces: Sequence[str]) -> None:
+        self._targets = sorted({f'{n}"' for n in names if n and '"' not in n})
+        self._by_first: dict[str, list[tuple[int, str]]] = {}
+        for token_id, piece in enumerate(pieces):
+            if piece:
+                self._by_first.setdefault(piece[0], []).append((token_id, piece))
+        self._allowed: dict[str, list[int]] = {}
+
+    @property
+    def active(self) -> bool:
+        """Whether any name is offered: with none, nothing is constrained."""
+        return bool(self._targets)
+
+    def allowed(self, text: str) -> list[int] | None:
+        """The token ids that may follow `text`; None when any may (outside a call's name)."""
+        start = text.rfind(TOOL_CALL_OPEN)
+        if start < 0 or not self._targets:
+            return None
+        written = _OPEN_NAME.match(text, start + len(TOOL_CALL_OPEN))
+        if written is None:
+            return None
+        partial = written.group(1)
+        if partial not in self._allowed:
+            self._allowed[partial] = self._continuations(partial)
+        return self._allowed[partial] or None  # a name off every path is left alone
+
+    def restrict(self, logits: Any, texts: Sequence[str]) -> Any:
+        """`logits` (a tensor, one row per text) with the tokens `allowed` forbids at -inf.
+
+        Returns `logits` itself when no row is inside a name, else a restricted copy.
+        """
+        rows = [(row, ids) for row, text in enumerate(texts) if (ids := self.allowed(text))]
+        if not rows:
+            return logits
+        limited = logits.clone()
+        width = limited.shape[-1]
+        for row, ids in rows:
+            ids = [i for i in ids if i < width]
+            kept = limited[row, ids]  # indexing with a list copies
+            limited[row] = float("-inf")
+            limited[row, ids] = kept
+        return limited
+
+    def _continuations(self, partial: str) -> list[int]:
+        rests = [t[len(partial) :] for t in self._targets if t.startswith(partial)]
+        allowed: set[int] = set()
+        for first in {rest[0] for rest in rests}:
+            for token_id, piece in self._by_first.get(first, []):
+                if any(rest.startswith(piece) or piece.startswith(rest) for rest in rests):
+                    allowed.add(token_id)
+        return sorted(allowed)

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from atdp.tool_text import ToolNameGuide
+
 __all__ = ["Completion", "Policy"]
 
 
@@ -43,6 +45,8 @@ class Policy:
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         forward = inspect.signature(base.forward).parameters
         self._cache_kwarg = "cache" if "cache" in forward else "past_key_values"
+        self._pieces: list[str] = []  # each token's text, for the tool-name guide
+        self._guides: dict[tuple[str, ...], ToolNameGuide] = {}
 
     @classmethod
     def load(cls, directory: str | Path, *, device: str = "cpu") -> Policy:
@@ -76,14 +80,19 @@ class Policy:
         max_new_tokens: int,
         temperature: float = 1.0,
         generator: Any = None,
+        tool_names: Sequence[str] = (),
     ) -> list[Completion]:
         """`n` completions of one prompt, sampled at `temperature` (0: greedy), with logprobs.
 
         The logprob of each token is taken under the distribution it was drawn from
         (logits / temperature), which is the behaviour policy an importance weight needs.
+        With `tool_names`, a tool call's name is kept to them while it is written, as the
+        local engine serves it; the logprobs stay the model's own, as they are there.
         """
         import torch
 
+        guide = self._guide(tool_names)
+        written = [""] * n  # each row's text so far, for the guide
         ids = torch.tensor([list(prompt)] * n, device=self.device)
         finished = torch.zeros(n, dtype=torch.bool, device=self.device)
         tokens: list[torch.Tensor] = []
@@ -95,20 +104,39 @@ class Policy:
                 out = self.model(input_ids=step_input, use_cache=True, **{self._cache_kwarg: cache})
                 cache = out.get("cache") if out.get("cache") is not None else out.past_key_values
                 logits = out.logits[:, -1, :].float()
+                drawn = guide.restrict(logits, written) if guide else logits
                 if temperature > 0:
                     logp = torch.log_softmax(logits / temperature, dim=-1)
-                    token = torch.multinomial(logp.exp(), 1, generator=generator).squeeze(1)
+                    probs = torch.softmax(drawn / temperature, dim=-1)
+                    token = torch.multinomial(probs, 1, generator=generator).squeeze(1)
                 else:
                     logp = torch.log_softmax(logits, dim=-1)
-                    token = logp.argmax(dim=-1)
+                    token = drawn.argmax(dim=-1)
                 token = torch.where(finished, torch.full_like(token, self.pad_id), token)
                 tokens.append(token)
                 logprobs.append(logp.gather(1, token[:, None]).squeeze(1))
                 finished |= token == self.eos_id
                 if bool(finished.all()):
                     break
+                if guide:
+                    pieces = [self._pieces[t] for t in token.tolist()]
+                    written = [text + piece for text, piece in zip(written, pieces, strict=True)]
                 step_input = token[:, None]
         return [self._completion(i, tokens, logprobs) for i in range(n)]
+
+    def _guide(self, tool_names: Sequence[str]) -> ToolNameGuide | None:
+        key = tuple(sorted(set(tool_names)))
+        if not key:
+            return None
+        if key not in self._guides:
+            self._guides[key] = ToolNameGuide(key, self.pieces())
+        return self._guides[key]
+
+    def pieces(self) -> list[str]:
+        """The text of every token id decoded alone (made once)."""
+        if not self._pieces:
+            self._pieces = [self.tokenizer.decode([i]) for i in range(len(self.tokenizer))]
+        return self._pieces
 
     def _completion(self, row: int, tokens: list, logprobs: list) -> Completion:
         ids: list[int] = []

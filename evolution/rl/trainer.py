@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from atdp.tool_text import offered_tool_names
 from evolution.rl.objectives import ObjectiveConfig, group_advantages, mixed_groups, policy_loss
 from evolution.rl.policy import Policy
 from evolution.rl.rewards import RewardFunction
@@ -67,6 +68,8 @@ class TrainConfig:
     dynamic_sampling: bool = True
     fill_draws: int = 0  # extra groups a step may draw to fill its batch with mixed ones
     include_recorded: bool = True
+    # Keep sampled tool-call names to the offered tools, as the local engine serves them.
+    guide_tool_names: bool = True
     reference_kl: bool = False  # keep a frozen copy of the start weights for the KL penalty
     lora: LoraSettings | None = None
     checkpoint_every: int = 25
@@ -248,6 +251,7 @@ def _group(
         max_new_tokens=config.max_new_tokens,
         temperature=config.temperature,
         generator=generator,
+        tool_names=offered_tool_names(prompt.tools) if config.guide_tool_names else (),
     )
     completions = [s.token_ids for s in samples]
     behaviour = [s.logprobs for s in samples]
@@ -307,8 +311,12 @@ def evaluate(
     max_new_tokens: int = 96,
     temperature: float = 1.0,
     seed: int = 0,
+    guide_tool_names: bool = True,
 ) -> float:
-    """Mean reward of `samples` completions per prompt: the held-out replay reward."""
+    """Mean reward of `samples` completions per prompt: the held-out replay reward.
+
+    `guide_tool_names` samples as the local engine serves (see `TrainConfig`).
+    """
     import torch
 
     usable = [p for p in prompts if p.reference is not None]
@@ -323,6 +331,7 @@ def evaluate(
             max_new_tokens=max_new_tokens,
             temperature=temperature,
             generator=generator,
+            tool_names=offered_tool_names(prompt.tools) if guide_tool_names else (),
         )
         total += sum(reward(prompt, c.text) for c in completions) / samples
     return total / len(usable)

@@ -5,7 +5,10 @@ adapter on top, and answers with what the RL trainer needs to learn from served 
 prompt and completion token ids and, for every completion token, the logprob of that token
 under the distribution it was sampled from (logits / temperature; the raw logits when
 greedy). top_p only narrows which tokens may be drawn; the logprobs stay those of the
-temperature-scaled distribution, as the trainer recomputes them.
+temperature-scaled distribution, as the trainer recomputes them. So does the tool-name guide:
+while the model writes the name of a tool call, only tokens that keep it one of the offered
+tools' names (or the one `tool_choice` names) may be drawn, as the guided decoding of vLLM and
+SGLang keeps calls to real tools; the RL trainer samples its groups the same way.
 
 Generation is a plain token loop with a KV cache (not `model.generate`), so the logprobs are
 exactly the model's own and each request draws from its own seeded `torch.Generator`: the
@@ -32,7 +35,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from atdp.tool_text import ToolCallStream, parse_tool_calls, partial_suffix
+from atdp.tool_text import (
+    ToolCallStream,
+    ToolNameGuide,
+    offered_tool_names,
+    parse_tool_calls,
+    partial_suffix,
+)
 from proxy.engines.base import UpstreamEngine, UpstreamError, UpstreamTimeout
 
 __all__ = [
@@ -78,6 +87,7 @@ class LoadedModel:
     trims_logits: bool  # forward accepts logits_to_keep
     byte_level: dict[str, int] | None  # char -> byte for byte-level BPE vocabularies
     _tokens: dict[int, tuple[str, list[int]]] = field(default_factory=dict, repr=False)
+    _guides: dict[tuple[str, ...], ToolNameGuide] = field(default_factory=dict, repr=False)
 
     def next_logits(self, input_ids: Any, cache: Any) -> tuple[Any, Any]:
         """The logits for the token after `input_ids` (one row per sequence), and the cache."""
@@ -95,6 +105,18 @@ class LoadedModel:
             text = self.tokenizer.decode([token_id])
             known = self._tokens[token_id] = (text, self._bytes(token_id, text))
         return known
+
+    def guide(self, names: tuple[str, ...]) -> ToolNameGuide | None:
+        """The tool-name guide for these offered names (made once per set); None for none."""
+        key = tuple(sorted(set(names)))
+        if not key:
+            return None
+        if key not in self._guides:
+            if len(self._guides) >= 64:  # agents offer few tool sets; bound it all the same
+                self._guides.pop(next(iter(self._guides)))
+            pieces = [self.token(i)[0] for i in range(len(self.tokenizer))]
+            self._guides[key] = ToolNameGuide(key, pieces)
+        return self._guides[key]
 
     def _bytes(self, token_id: int, text: str) -> list[int]:
         piece = self.tokenizer.convert_ids_to_tokens(token_id)
@@ -204,10 +226,14 @@ class Sampling:
     n: int = 1
     seed: int = 0
     top_logprobs: int = 0
+    tool_names: tuple[str, ...] = ()  # the names a tool call may use; () leaves them free
 
     @classmethod
-    def of(cls, body: dict, *, default_max_tokens: int) -> Sampling:
-        """The sampling an OpenAI request body asks for; UpstreamError(400) when invalid."""
+    def of(cls, body: dict, *, default_max_tokens: int, guide_tools: bool = True) -> Sampling:
+        """The sampling an OpenAI request body asks for; UpstreamError(400) when invalid.
+
+        With `guide_tools`, a request that offers tools gets their names as `tool_names`.
+        """
         stop, seed = body.get("stop") or (), body.get("seed")
         try:
             sampling = cls(
@@ -220,6 +246,9 @@ class Sampling:
                 n=int(_first(body, "n", default=1)),
                 seed=secrets.randbits(63) if seed is None else int(seed) % 2**63,
                 top_logprobs=int(body.get("top_logprobs") or 0) if body.get("logprobs") else 0,
+                tool_names=tuple(offered_tool_names(body.get("tools"), body.get("tool_choice")))
+                if guide_tools and _parses_tools(body)
+                else (),
             )
         except (TypeError, ValueError) as error:
             raise UpstreamError(400, f"invalid sampling parameters: {error}") from None
@@ -294,6 +323,7 @@ class Choice:
     text: str = ""
     _text_ids: list[int] = field(default_factory=list)
     _released: int = 0
+    written: str = ""  # the tokens' texts joined, for the tool-name guide
 
     def push(self, loaded: LoadedModel, token_id: int, logprob: float, top: list) -> dict:
         """Add a sampled token; returns its OpenAI logprob entry."""
@@ -313,6 +343,7 @@ class Choice:
             self.finish_reason = "stop"
         else:
             self._text_ids.append(token_id)
+            self.written += text
         return entry
 
     def decode(self, loaded: LoadedModel, stop: tuple[str, ...]) -> None:
@@ -358,6 +389,7 @@ def generate(
     """Sample `sampling.n` completions of `prompt` (blocking: run it in a worker thread).
 
     `on_step`, when given, gets each token as it is made, with the text it releases.
+    With `sampling.tool_names`, a tool call may be written with those names only.
     """
     import torch
 
@@ -371,13 +403,15 @@ def generate(
     choices = [Choice(index=i) for i in range(sampling.n)]
     generator = torch.Generator(device=loaded.device).manual_seed(sampling.seed)
     inputs = torch.tensor([prompt] * sampling.n, device=loaded.device)
+    guide = loaded.guide(sampling.tool_names)
     cache = None
     with torch.inference_mode():
         for _ in range(min(sampling.max_tokens, room)):
             if cancelled.is_set():
                 raise _Cancelled
             logits, cache = loaded.next_logits(inputs, cache)
-            tokens, logprobs = _pick(logits, sampling, generator)
+            drawn = guide.restrict(logits, [c.written for c in choices]) if guide else logits
+            tokens, logprobs = _pick(logits, drawn, sampling, generator)
             steps = _advance(loaded, choices, tokens, logprobs, sampling, streaming=bool(on_step))
             if on_step is not None:
                 on_step(steps)
@@ -390,14 +424,15 @@ def generate(
     return choices
 
 
-def _pick(logits: Any, sampling: Sampling, generator: Any) -> tuple[Any, Any]:
-    """The next token of each row and the log-distribution it was drawn from."""
+def _pick(logits: Any, drawn: Any, sampling: Sampling, generator: Any) -> tuple[Any, Any]:
+    """The next token of each row, drawn from `drawn` (the logits, or the guide's restriction
+    of them), and the log-distribution of the model's own logits it is reported under."""
     import torch
 
     if sampling.temperature == 0:
-        return logits.argmax(-1), torch.log_softmax(logits, -1)
+        return drawn.argmax(-1), torch.log_softmax(logits, -1)
     logprobs = torch.log_softmax(logits / sampling.temperature, -1)
-    probs = logprobs.exp()
+    probs = logprobs.exp() if drawn is logits else torch.softmax(drawn / sampling.temperature, -1)
     if sampling.top_p < 1:
         ranked, order = probs.sort(-1, descending=True)
         # Keep the smallest head whose mass reaches top_p (the first token always).
@@ -570,6 +605,8 @@ class LocalEngine(UpstreamEngine):
         max_concurrency: generations running at once; more requests wait their turn.
         max_tokens: the completion length when a request sets none.
         threads: torch intra-op threads, set process-wide at load; None keeps torch's.
+        guide_tools: keep tool-call names to the request's tools while they are written
+            (see the module's docstring); False lets the model write any name.
     """
 
     def __init__(
@@ -583,8 +620,10 @@ class LocalEngine(UpstreamEngine):
         max_concurrency: int = 4,
         max_tokens: int = 512,
         threads: int | None = None,
+        guide_tools: bool = True,
     ) -> None:
         self.device, self.dtype, self.max_tokens, self.threads = device, dtype, max_tokens, threads
+        self.guide_tools = guide_tools
         self._weights = (Path(checkpoint_dir), Path(adapter_dir) if adapter_dir else None, version)
         self._loaded: LoadedModel | None = None
         self._loading: asyncio.Future[LoadedModel] | None = None
@@ -677,7 +716,9 @@ class LocalEngine(UpstreamEngine):
         self, body: dict, *, model: str | None, timeout: float, sent: asyncio.Event | None = None
     ) -> dict:
         """One chat completion; `timeout` bounds the wait for a slot and the generation."""
-        sampling = Sampling.of(body, default_max_tokens=self.max_tokens)
+        sampling = Sampling.of(
+            body, default_max_tokens=self.max_tokens, guide_tools=self.guide_tools
+        )
         if sent is not None:
             sent.set()  # nothing leaves the process: the request is "sent" at once
         try:
@@ -690,7 +731,9 @@ class LocalEngine(UpstreamEngine):
 
     async def stream(self, body: dict, *, model: str | None, timeout: float) -> AsyncIterator[dict]:
         """Chunks of a streamed completion, one per token; `timeout` bounds each wait."""
-        sampling = Sampling.of(body, default_max_tokens=self.max_tokens)
+        sampling = Sampling.of(
+            body, default_max_tokens=self.max_tokens, guide_tools=self.guide_tools
+        )
         try:
             async with contextlib.AsyncExitStack() as stack:
                 async with asyncio.timeout(timeout):

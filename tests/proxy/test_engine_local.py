@@ -37,11 +37,13 @@ ORDER_QUESTION = [{"role": "user", "content": "Where is order 42?"}]
 ORDER_ANSWER = (
     'Checking.<tool_call>{"name": "lookup_order", "arguments": {"order_id": "42"}}</tool_call>'
 )
+# What byte-level models drift into under RL: bytes of two tool names blended into one.
+BLENDED_ANSWER = ORDER_ANSWER.replace("lookup_order", "lookup_ordar")
 HELLO = [{"role": "user", "content": "hello there"}]
 
 
-def teach(directory: Path, seed: int = 1) -> Path:
-    """A tiny model that answers ORDER_QUESTION with ORDER_ANSWER (about 150 steps, 2 s)."""
+def teach(directory: Path, seed: int = 1, answer: str = ORDER_ANSWER) -> Path:
+    """A tiny model that answers ORDER_QUESTION with `answer` (about 150 steps, 2 s)."""
     init_tiny(directory, TinyModelSpec(seed=seed))
     loaded = load_model(directory)
     model, tokenizer = loaded.model, loaded.tokenizer
@@ -49,7 +51,7 @@ def teach(directory: Path, seed: int = 1) -> Path:
         ORDER_QUESTION, tools=ORDER_TOOLS, add_generation_prompt=True, tokenize=False
     )
     prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-    answer_ids = tokenizer(ORDER_ANSWER + tokenizer.eos_token, add_special_tokens=False)
+    answer_ids = tokenizer(answer + tokenizer.eos_token, add_special_tokens=False)
     answer_ids = answer_ids["input_ids"]
     inputs = torch.tensor([prompt_ids + answer_ids])
     labels = torch.tensor([[-100] * len(prompt_ids) + answer_ids])
@@ -86,6 +88,12 @@ def base_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def taught_dir(tmp_path_factory) -> Path:
     return teach(tmp_path_factory.mktemp("taught"))
+
+
+@pytest.fixture(scope="module")
+def blending_dir(tmp_path_factory) -> Path:
+    """A model that calls the offered lookup_order by a name no tool has: lookup_ordar."""
+    return teach(tmp_path_factory.mktemp("blending"), answer=BLENDED_ANSWER)
 
 
 def request(messages=HELLO, **params) -> dict:
@@ -519,3 +527,32 @@ def test_a_stream_in_any_pieces_splits_like_the_whole_text(parts, cuts) -> None:
 def test_unparsable_calls_stay_content(payload) -> None:
     text = f"before {TOOL_CALL_OPEN}{payload}{TOOL_CALL_CLOSE} after"
     assert parse_tool_calls(text) == (text, [])
+
+
+def called(response: dict) -> list[str]:
+    return [c["function"]["name"] for c in response["choices"][0]["message"]["tool_calls"]]
+
+
+async def test_a_tool_call_is_written_with_an_offered_name(blending_dir) -> None:
+    """The guide keeps the name to the offered tools, the logprobs stay the model's own, and
+    the RL trainer's sampler, given the same names, samples the very same tokens."""
+    from evolution.rl.policy import Policy
+
+    body = request(ORDER_QUESTION, tools=ORDER_TOOLS, temperature=0, max_tokens=96, logprobs=True)
+    free = await LocalEngine(blending_dir, guide_tools=False).complete(body, model=None, timeout=60)
+    assert called(free) == ["lookup_ordar"]
+
+    engine = LocalEngine(blending_dir)
+    guided = await engine.complete(body, model=None, timeout=60)
+    assert called(guided) == ["lookup_order"]
+    choice, prompt = guided["choices"][0], guided["prompt_token_ids"]
+    expected = recomputed(engine.loaded, prompt, choice["token_ids"], temperature=0)
+    assert logprobs_of(choice) == pytest.approx(expected, abs=1e-4)
+
+    policy = Policy(engine.loaded.model, engine.loaded.tokenizer)
+    (sample,) = policy.sample(
+        prompt, 1, max_new_tokens=96, temperature=0, tool_names=["lookup_order"]
+    )
+    assert sample.token_ids == choice["token_ids"]
+    (unguided,) = policy.sample(prompt, 1, max_new_tokens=96, temperature=0)
+    assert unguided.token_ids == free["choices"][0]["token_ids"]
