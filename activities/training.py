@@ -57,14 +57,13 @@ class TrainingActivities:
     @activity.defn
     def train_policy(self, request: CandidateRequest) -> Candidate:
         """Train the parent's weights on the window; resumes from its last checkpoint."""
-        from evolution.rl.rewards import ToolCallReward
         from evolution.rl.trainer import train
 
         parent, settings, prompts = self._inputs(request)
         train_prompts, held_out = self._split(prompts, settings)
         config = settings.train_config(device=self.device)
         out_dir = self.checkpoint_root / request.agent / request.evolution_id
-        reward = ToolCallReward()  # strict, for the held-out measurement
+        training_reward, reward = job_rewards(settings)
         base = Path(parent.spec.model.checkpoint or "")
         before = self._held_out_reward(base, held_out, reward, config)
         previous = _previous_heartbeat()
@@ -84,7 +83,7 @@ class TrainingActivities:
                     base,
                     out_dir,
                     train_prompts,
-                    ToolCallReward(format_credit=settings.format_credit),
+                    training_reward,
                     config,
                     on_step=lambda m: self._on_step(request, m, beat),
                 )
@@ -221,6 +220,15 @@ class TrainingActivities:
         except Exception:  # MLflow down must not fail a training job
             log.exception("MLflow %s failed", method)
             return None
+
+
+def job_rewards(settings: Any) -> tuple[Any, Any]:
+    """A weights job's two rewards: the one it trains on, where a valid call of an offered but
+    wrong tool earns the agent's `format_credit`, and the strict one (1 for the right tool,
+    else 0) its held-out prompts are measured with before and after."""
+    from evolution.rl.rewards import ToolCallReward
+
+    return ToolCallReward(format_credit=settings.format_credit), ToolCallReward()
 
 
 class _Heartbeat:

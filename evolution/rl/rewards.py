@@ -27,8 +27,9 @@ class ToolCallReward:
 
     Args:
         match_arguments: also require the reference's argument values (else any valid ones).
-        format_credit: reward for a well-formed call of the wrong tool; a little credit keeps
-            the output structure from drifting while the decision is learned.
+        format_credit: reward for a well-formed call of the wrong tool (an offered one, with
+            arguments valid for it); a little credit keeps the output structure from
+            drifting while the decision is learned.
     """
 
     def __init__(self, *, match_arguments: bool = False, format_credit: float = 0.0) -> None:
@@ -46,8 +47,10 @@ class ToolCallReward:
             arguments = json.loads(calls[0]["function"]["arguments"])
         except ValueError:
             return 0.0
-        if name != prompt.reference["name"] or not _valid(arguments, _schema(prompt, name)):
-            return self.format_credit if _offered(prompt, name) else 0.0
+        if not _valid(arguments, _schema(prompt, name)):  # also: a tool not offered
+            return 0.0
+        if name != prompt.reference["name"]:
+            return self.format_credit
         if self.match_arguments and arguments != prompt.reference.get("arguments"):
             return self.format_credit
         return 1.0
@@ -59,10 +62,6 @@ def _schema(prompt: RecordedPrompt, name: str) -> dict[str, Any] | None:
         if function.get("name") == name:
             return function.get("parameters") or {}
     return None
-
-
-def _offered(prompt: RecordedPrompt, name: str) -> bool:
-    return _schema(prompt, name) is not None
 
 
 def _valid(arguments: Any, schema: dict[str, Any] | None) -> bool:
