@@ -21,12 +21,15 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = [
+    "NO_SIGNAL",
     "LossTerms",
     "ObjectiveConfig",
     "group_advantages",
     "mixed_groups",
     "policy_loss",
 ]
+
+NO_SIGNAL = 1e-6  # a group's reward spread (std) at or below this teaches nothing
 
 
 @dataclass(frozen=True)
@@ -66,32 +69,33 @@ def group_advantages(
 ) -> list[float]:
     """Each sample's reward minus its group's mean (over the group's std when asked).
 
-    A group whose rewards are all equal carries no signal: its advantages are 0.
+    A group whose rewards are all equal (a spread of at most `NO_SIGNAL`) carries no signal:
+    its advantages are 0.
     """
+    stats = _group_stats(rewards, groups)
+    advantages = []
+    for reward, group in zip(rewards, groups, strict=True):
+        mean, std = stats[group]
+        centred = reward - mean if std > NO_SIGNAL else 0.0
+        advantages.append(centred / std if normalise_std and centred else centred)
+    return advantages
+
+
+def mixed_groups(rewards: Sequence[float], groups: Sequence[Any]) -> set[Any]:
+    """The groups whose rewards differ (DAPO's dynamic sampling keeps only these)."""
+    return {g for g, (_, std) in _group_stats(rewards, groups).items() if std > NO_SIGNAL}
+
+
+def _group_stats(rewards: Sequence[float], groups: Sequence[Any]) -> dict[Any, tuple[float, float]]:
+    """Each group's mean reward and standard deviation."""
     by_group: dict[Any, list[float]] = {}
     for reward, group in zip(rewards, groups, strict=True):
         by_group.setdefault(group, []).append(reward)
     stats = {}
     for group, values in by_group.items():
         mean = sum(values) / len(values)
-        var = sum((v - mean) ** 2 for v in values) / len(values)
-        stats[group] = (mean, var**0.5)
-    advantages = []
-    for reward, group in zip(rewards, groups, strict=True):
-        mean, std = stats[group]
-        centred = reward - mean
-        if normalise_std:
-            centred = centred / std if std > 1e-6 else 0.0
-        advantages.append(centred)
-    return advantages
-
-
-def mixed_groups(rewards: Sequence[float], groups: Sequence[Any]) -> set[Any]:
-    """The groups whose rewards differ (DAPO's dynamic sampling keeps only these)."""
-    seen: dict[Any, set[float]] = {}
-    for reward, group in zip(rewards, groups, strict=True):
-        seen.setdefault(group, set()).add(round(reward, 9))
-    return {group for group, values in seen.items() if len(values) > 1}
+        stats[group] = (mean, (sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5)
+    return stats
 
 
 def policy_loss(
