@@ -3,14 +3,13 @@
 Qwen-family chat templates (and the tiny model's) have the model write its tool calls in this
 form. The local engine turns generated text into OpenAI `tool_calls` with it, and the RL
 trainer reads sampled completions with it, so both see the same actions. While they sample,
-`ToolNameGuide` keeps the name of a call being written to the tools offered, as the guided
+`ToolCallGuide` keeps the head of a call being written to the tools offered, as the guided
 decoding of serving engines does: a model cannot call a tool that does not exist.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -18,8 +17,8 @@ from typing import Any
 __all__ = [
     "TOOL_CALL_CLOSE",
     "TOOL_CALL_OPEN",
+    "ToolCallGuide",
     "ToolCallStream",
-    "ToolNameGuide",
     "offered_tool_names",
     "parse_tool_calls",
     "partial_suffix",
@@ -120,8 +119,10 @@ def _tool_call(payload: str) -> dict | None:
 
 # --- guided tool names --------------------------------------------------------------------
 
-# The end of a text that is inside the name of a call: `<tool_call>{"name": "look`.
-_OPEN_NAME = re.compile(r'\s*\{\s*"name"\s*:\s*"([^"\\]*)\Z')
+# The head of a call, up to where its arguments begin: Qwen templates put a newline after the
+# tag, the tiny model does not. vLLM's and SGLang's structural tags for Qwen end there too.
+_HEAD_OPENINGS = ('{"name": "', '\n{"name": "')
+_HEAD_CLOSING = '", "arguments": '
 
 
 def offered_tool_names(tools: Iterable[dict] | None, tool_choice: object = None) -> list[str]:
@@ -138,11 +139,13 @@ def offered_tool_names(tools: Iterable[dict] | None, tool_choice: object = None)
     return names
 
 
-class ToolNameGuide:
-    """Which tokens may come next while a tool call's name is being written.
+class ToolCallGuide:
+    """Which tokens may come next while the head of a tool call is written.
 
-    Outside a name every token may; inside one, only tokens that keep the name a prefix of an
-    offered name, or that finish one with its closing quote (and possibly run on past it).
+    The head is `<tool_call>{"name": "<an offered name>", "arguments": ` (a newline may
+    follow the tag). Inside it, only tokens that keep it on that form may come next (a token
+    may run on past its end); from the arguments on, and outside calls, every token may. A
+    head already off the form (written without the guide) is left alone.
 
     Args:
         names: the offered tool names.
@@ -150,30 +153,36 @@ class ToolNameGuide:
     """
 
     def __init__(self, names: Iterable[str], pieces: Sequence[str]) -> None:
-        self._targets = sorted({f'{n}"' for n in names if n and '"' not in n})
+        valid = {n for n in names if n and '"' not in n and "\\" not in n}
+        self._heads = sorted(o + n + _HEAD_CLOSING for o in _HEAD_OPENINGS for n in valid)
+        self._longest = max(map(len, self._heads), default=0)
         self._by_first: dict[str, list[tuple[int, str]]] = {}
         for token_id, piece in enumerate(pieces):
             if piece:
                 self._by_first.setdefault(piece[0], []).append((token_id, piece))
-        self._allowed: dict[str, list[int]] = {}
+        self._allowed: dict[str, list[int]] = {}  # by the head written so far
 
     @property
     def active(self) -> bool:
         """Whether any name is offered: with none, nothing is constrained."""
-        return bool(self._targets)
+        return bool(self._heads)
 
     def allowed(self, text: str) -> list[int] | None:
-        """The token ids that may follow `text`; None when any may (outside a call's name)."""
+        """The token ids that may follow `text`; None when any may (outside a call's head)."""
         start = text.rfind(TOOL_CALL_OPEN)
-        if start < 0 or not self._targets:
+        if start < 0:
             return None
-        written = _OPEN_NAME.match(text, start + len(TOOL_CALL_OPEN))
-        if written is None:
+        written = text[start + len(TOOL_CALL_OPEN) :]
+        if len(written) >= self._longest:
             return None
-        partial = written.group(1)
-        if partial not in self._allowed:
-            self._allowed[partial] = self._continuations(partial)
-        return self._allowed[partial] or None  # a name off every path is left alone
+        if written not in self._allowed:
+            rests = [
+                h[len(written) :] for h in self._heads if h.startswith(written) and h != written
+            ]
+            if not rests:  # off the form: the guide never had a say in it
+                return None
+            self._allowed[written] = self._continuations(rests)
+        return self._allowed[written] or None
 
     def restrict(self, logits: Any, texts: Sequence[str]) -> Any:
         """`logits` (a tensor, one row per text) with the tokens `allowed` forbids at -inf.
@@ -192,8 +201,8 @@ class ToolNameGuide:
             limited[row, ids] = kept
         return limited
 
-    def _continuations(self, partial: str) -> list[int]:
-        rests = [t[len(partial) :] for t in self._targets if t.startswith(partial)]
+    def _continuations(self, rests: list[str]) -> list[int]:
+        """The tokens that begin one of `rests`, or run on past the end of one."""
         allowed: set[int] = set()
         for first in {rest[0] for rest in rests}:
             for token_id, piece in self._by_first.get(first, []):

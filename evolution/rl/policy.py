@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from atdp.tool_text import ToolNameGuide
+from atdp.tool_text import ToolCallGuide
 
 __all__ = ["Completion", "Policy"]
 
@@ -45,8 +45,8 @@ class Policy:
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         forward = inspect.signature(base.forward).parameters
         self._cache_kwarg = "cache" if "cache" in forward else "past_key_values"
-        self._pieces: list[str] = []  # each token's text, for the tool-name guide
-        self._guides: dict[tuple[str, ...], ToolNameGuide] = {}
+        self._pieces: list[str] = []  # each token's text, for the tool-call guide
+        self._guides: dict[tuple[str, ...], ToolCallGuide] = {}
 
     @classmethod
     def load(cls, directory: str | Path, *, device: str = "cpu") -> Policy:
@@ -86,8 +86,9 @@ class Policy:
 
         The logprob of each token is taken under the distribution it was drawn from
         (logits / temperature), which is the behaviour policy an importance weight needs.
-        With `tool_names`, a tool call's name is kept to them while it is written, as the
-        local engine serves it; the logprobs stay the model's own, as they are there.
+        With `tool_names`, the head of a tool call is kept to them while it is written
+        (`atdp.tool_text.ToolCallGuide`), as the local engine serves it; the logprobs stay
+        the model's own, as they are there.
         """
         import torch
 
@@ -124,12 +125,12 @@ class Policy:
                 step_input = token[:, None]
         return [self._completion(i, tokens, logprobs) for i in range(n)]
 
-    def _guide(self, tool_names: Sequence[str]) -> ToolNameGuide | None:
+    def _guide(self, tool_names: Sequence[str]) -> ToolCallGuide | None:
         key = tuple(sorted(set(tool_names)))
         if not key:
             return None
         if key not in self._guides:
-            self._guides[key] = ToolNameGuide(key, self.pieces())
+            self._guides[key] = ToolCallGuide(key, self.pieces())
         return self._guides[key]
 
     def pieces(self) -> list[str]:

@@ -68,7 +68,7 @@ class TrainConfig:
     dynamic_sampling: bool = True
     fill_draws: int = 0  # extra groups a step may draw to fill its batch with mixed ones
     include_recorded: bool = True
-    # Keep sampled tool-call names to the offered tools, as the local engine serves them.
+    # Keep sampled tool calls' heads to the offered tools, as the local engine serves them.
     guide_tool_names: bool = True
     reference_kl: bool = False  # keep a frozen copy of the start weights for the KL penalty
     lora: LoraSettings | None = None

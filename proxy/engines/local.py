@@ -5,10 +5,12 @@ adapter on top, and answers with what the RL trainer needs to learn from served 
 prompt and completion token ids and, for every completion token, the logprob of that token
 under the distribution it was sampled from (logits / temperature; the raw logits when
 greedy). top_p only narrows which tokens may be drawn; the logprobs stay those of the
-temperature-scaled distribution, as the trainer recomputes them. So does the tool-name guide:
-while the model writes the name of a tool call, only tokens that keep it one of the offered
-tools' names (or the one `tool_choice` names) may be drawn, as the guided decoding of vLLM and
-SGLang keeps calls to real tools; the RL trainer samples its groups the same way.
+temperature-scaled distribution, as the trainer recomputes them. So does the tool-call guide:
+while the model writes the head of a tool call (`<tool_call>{"name": "...", "arguments": `),
+only tokens that keep it on that form with one of the offered tools' names (or the one
+`tool_choice` names) may be drawn, as the structural tags of vLLM and SGLang keep calls to
+real tools; the arguments stay the model's own. The RL trainer samples its groups the same
+way.
 
 Generation is a plain token loop with a KV cache (not `model.generate`), so the logprobs are
 exactly the model's own and each request draws from its own seeded `torch.Generator`: the
@@ -36,8 +38,8 @@ from pathlib import Path
 from typing import Any
 
 from atdp.tool_text import (
+    ToolCallGuide,
     ToolCallStream,
-    ToolNameGuide,
     offered_tool_names,
     parse_tool_calls,
     partial_suffix,
@@ -87,7 +89,7 @@ class LoadedModel:
     trims_logits: bool  # forward accepts logits_to_keep
     byte_level: dict[str, int] | None  # char -> byte for byte-level BPE vocabularies
     _tokens: dict[int, tuple[str, list[int]]] = field(default_factory=dict, repr=False)
-    _guides: dict[tuple[str, ...], ToolNameGuide] = field(default_factory=dict, repr=False)
+    _guides: dict[tuple[str, ...], ToolCallGuide] = field(default_factory=dict, repr=False)
 
     def next_logits(self, input_ids: Any, cache: Any) -> tuple[Any, Any]:
         """The logits for the token after `input_ids` (one row per sequence), and the cache."""
@@ -106,8 +108,8 @@ class LoadedModel:
             known = self._tokens[token_id] = (text, self._bytes(token_id, text))
         return known
 
-    def guide(self, names: tuple[str, ...]) -> ToolNameGuide | None:
-        """The tool-name guide for these offered names (made once per set); None for none."""
+    def guide(self, names: tuple[str, ...]) -> ToolCallGuide | None:
+        """The tool-call guide for these offered names (made once per set); None for none."""
         key = tuple(sorted(set(names)))
         if not key:
             return None
@@ -115,7 +117,7 @@ class LoadedModel:
             if len(self._guides) >= 64:  # agents offer few tool sets; bound it all the same
                 self._guides.pop(next(iter(self._guides)))
             pieces = [self.token(i)[0] for i in range(len(self.tokenizer))]
-            self._guides[key] = ToolNameGuide(key, pieces)
+            self._guides[key] = ToolCallGuide(key, pieces)
         return self._guides[key]
 
     def _bytes(self, token_id: int, text: str) -> list[int]:
@@ -323,7 +325,7 @@ class Choice:
     text: str = ""
     _text_ids: list[int] = field(default_factory=list)
     _released: int = 0
-    written: str = ""  # the tokens' texts joined, for the tool-name guide
+    written: str = ""  # the tokens' texts joined, for the tool-call guide
 
     def push(self, loaded: LoadedModel, token_id: int, logprob: float, top: list) -> dict:
         """Add a sampled token; returns its OpenAI logprob entry."""
@@ -605,8 +607,8 @@ class LocalEngine(UpstreamEngine):
         max_concurrency: generations running at once; more requests wait their turn.
         max_tokens: the completion length when a request sets none.
         threads: torch intra-op threads, set process-wide at load; None keeps torch's.
-        guide_tools: keep tool-call names to the request's tools while they are written
-            (see the module's docstring); False lets the model write any name.
+        guide_tools: keep the heads of tool calls to the request's tools while they are
+            written (see the module's docstring); False lets the model write anything.
     """
 
     def __init__(
