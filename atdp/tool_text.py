@@ -117,7 +117,7 @@ def _tool_call(payload: str) -> dict | None:
     }
 
 
-# --- guided tool names --------------------------------------------------------------------
+# --- guided tool calls ----------------------------------------------------------------------------
 
 # The head of a call, up to where its arguments begin: Qwen templates put a newline after the
 # tag, the tiny model does not. vLLM's and SGLang's structural tags for Qwen end there too.
