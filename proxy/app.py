@@ -6,7 +6,7 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -18,13 +18,15 @@ from starlette.routing import Route
 
 from atdp import Traffic
 from proxy import jsonio
+from proxy import router as routing
 from proxy.catalog import RegistryUnreachable
 from proxy.config import GatewayConfig
 from proxy.engines.base import UpstreamError, UpstreamTimeout
 from proxy.errors import GatewayError, error_body, gateway_error_handler
 from proxy.feedback import EventReport, FeedbackReport, record_event, record_feedback
-from proxy.gateway import Gateway, Served, new_session_id, upstream_failure
+from proxy.gateway import Gateway, Served, drop, new_session_id, upstream_failure
 from proxy.governance import parse_training_header
+from proxy.overlays import Overlaid
 from proxy.schemas import ChatCompletionRequest, describe_validation_error
 from proxy.streaming import StreamRestorer, assemble_chunks
 from registry import (
@@ -245,6 +247,26 @@ def _evaluation(headers: dict[str, str]) -> tuple[Traffic, str | None, bool]:
     return traffic, pin or None, harness == "on"
 
 
+def _open_stream(
+    gateway: Gateway, route: routing.Route, overlaid: Overlaid
+) -> tuple[float, AsyncGenerator[dict], asyncio.Future]:
+    """Start an upstream stream: when it started, its chunks, and its first chunk to come."""
+    engine = gateway.engine_for(route.version, route.base_url)
+    chunks = engine.stream(
+        overlaid.body, model=overlaid.model, timeout=gateway.config.upstream_timeout
+    )
+    return time.perf_counter(), chunks, asyncio.ensure_future(anext(chunks))
+
+
+async def _abandon(opening: asyncio.Future, chunks: AsyncGenerator[dict]) -> None:
+    """Stop a stream whose answer will not be used (its first chunk may be under way)."""
+    opening.cancel()
+    await asyncio.wait([opening])
+    if not opening.cancelled():
+        opening.exception()
+    await chunks.aclose()
+
+
 async def _stream(
     gateway: Gateway,
     tenant: str,
@@ -258,13 +280,20 @@ async def _stream(
     harness: bool,
 ):
     route, overlaid = await gateway.prepare(tenant, agent, session, body, pin=pin, harness=harness)
-    engine = gateway.engine_for(route.version, route.base_url)
-    started = time.perf_counter()
-    chunks = engine.stream(
-        overlaid.body, model=overlaid.model, timeout=gateway.config.upstream_timeout
-    )
+    started, chunks, opening = _open_stream(gateway, route, overlaid)
+    try:
+        if await gateway.router.settle(route) is not route:
+            # A new session was placed before, otherwise than proposed: drop that stream.
+            await _abandon(opening, chunks)
+            route, overlaid = await gateway.prepare(
+                tenant, agent, session, body, pin=pin, harness=harness
+            )
+            started, chunks, opening = _open_stream(gateway, route, overlaid)
+    except BaseException:
+        drop(opening)
+        raise
     try:  # the first chunk decides the status code; after it, errors end the stream
-        first = await anext(chunks)
+        first = await opening
     except StopAsyncIteration:
         first = None
     except (UpstreamTimeout, UpstreamError) as error:

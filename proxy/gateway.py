@@ -417,14 +417,18 @@ class Gateway:
         route, overlaid = await self.prepare(
             identity.tenant, agent, session, body, pin=pin, harness=harness
         )
-        engine = self.engine_for(route.version, route.base_url)
-        started = time.perf_counter()
-        sent = asyncio.Event()
-        upstream = asyncio.ensure_future(self.complete(engine, overlaid, sent))
-        upstream.add_done_callback(lambda _: sent.set())
+        started, upstream, sent = self._send(route, overlaid)
         try:
-            # The capture work below runs once the request is on the wire (or failed to leave).
+            # The work below runs once the request is on the wire (or failed to leave).
             await sent.wait()
+            if await self.router.settle(route) is not route:
+                # A new session was placed before, otherwise than proposed: drop that call.
+                drop(upstream)
+                route, overlaid = await self.prepare(
+                    identity.tenant, agent, session, body, pin=pin, harness=harness
+                )
+                started, upstream, sent = self._send(route, overlaid)
+                await sent.wait()
             capture = await self.begin_capture(
                 identity.tenant,
                 agent,
@@ -436,7 +440,7 @@ class Gateway:
                 traffic=traffic,
             )
         except BaseException:
-            upstream.cancel()
+            drop(upstream)
             raise
         response = await upstream
         served = self.finish_capture(capture, response, (time.perf_counter() - started) * 1000)
@@ -445,6 +449,17 @@ class Gateway:
                 self.shadow(identity.tenant, agent, session, body, route.shadow, training_opt_out)
             )
         return restore_response(response, overlaid), served
+
+    def _send(
+        self, route: Route, overlaid: Overlaid
+    ) -> tuple[float, asyncio.Future, asyncio.Event]:
+        """Start the upstream call: when it started, the call, and an event set once the
+        request is on the wire (or failed to leave)."""
+        engine = self.engine_for(route.version, route.base_url)
+        sent = asyncio.Event()
+        upstream = asyncio.ensure_future(self.complete(engine, overlaid, sent))
+        upstream.add_done_callback(lambda _: sent.set())
+        return time.perf_counter(), upstream, sent
 
     async def redactor(self, tenant: str) -> Redactor:
         return self.redactor_for(await self.catalog.policy(tenant))
@@ -648,3 +663,9 @@ def _local_path(path: str) -> str:
 
 def new_session_id() -> str:
     return f"s-{new_id().hex}"
+
+
+def drop(call: asyncio.Future) -> None:
+    """Abandon an upstream call whose answer will not be used, failure included."""
+    call.cancel()
+    call.add_done_callback(lambda done: done.cancelled() or done.exception())

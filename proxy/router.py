@@ -6,6 +6,13 @@ replica. The choice is stored (registry `session_route`), so the session keeps b
 life on every gateway replica, whatever happens to the weights later. Two gateways that
 place one session at the same moment, with different weights in their caches, settle on
 the first placement written: the other gateway adopts it once its own write is refused.
+
+The registry read that tells a new session from one placed before (by another gateway, or
+before this one restarted) is the slowest step of a session's first request, and almost
+always confirms the hash's proposal. So it runs while the request is served on the proposal,
+speculatively: the gateway checks `Router.settle` once the request is on the wire and, in the
+rare case the registry holds another placement, drops that upstream call and serves the
+session as placed. Nothing is captured or answered before the route is settled.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import asyncio
 import hashlib
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from atdp import utcnow
 from proxy.catalog import Catalog
@@ -42,6 +49,8 @@ class Route:
     alias: Alias | None  # None: pinned by an evaluation request, not routed
     replica: int
     shadow: AgentVersion | None
+    # A new session's placement being settled (the registry read): see `Router.settle`.
+    placing: asyncio.Future[SessionRoute] | None = field(default=None, compare=False)
 
     @property
     def base_url(self) -> str | None:
@@ -67,10 +76,11 @@ class Router:
     """Resolves (tenant, agent, session) to a Route, remembering recent sessions.
 
     A session this gateway has not seen costs one registry read (has another gateway, or an
-    earlier run, placed it?); the reads of sessions that start together share one query
-    round. Placing a new session is written by `record` (the gateway hands it to the capture
-    spool, so the write is off the request path and survives a crash). Should that write
-    find the session placed already, `adopt` makes the placement in force this gateway's.
+    earlier run, placed it?), done while the proposed route serves (see the module's
+    docstring); the reads of sessions that start together share one query round. Placing a
+    new session is written by `record` (the gateway hands it to the capture spool, so the
+    write is off the request path and survives a crash). Should that write find the session
+    placed already, `adopt` makes the placement in force this gateway's.
 
     Args:
         record: persists a new session's placement; called on the event loop, must not block.
@@ -87,12 +97,19 @@ class Router:
         self._record = record
         self._routes: OrderedDict[tuple[str, str, str], SessionRoute] = OrderedDict()
         self._max_sessions = max_sessions
+        self._placing: dict[tuple[str, str, str], tuple[SessionRoute, asyncio.Task]] = {}
         self._lookups: dict[tuple[str, str, str], asyncio.Future] = {}
         self._looking_up: asyncio.Task | None = None
 
     def adopt(self, route: SessionRoute) -> None:
         """Serve a session as the registry has it placed (another gateway placed it first)."""
-        self._routes[(route.agent, route.tenant, route.session)] = route
+        self._remember((route.agent, route.tenant, route.session), route)
+
+    def _remember(self, key: tuple[str, str, str], route: SessionRoute) -> None:
+        self._routes[key] = route
+        self._routes.move_to_end(key)
+        if len(self._routes) > self._max_sessions:
+            self._routes.popitem(last=False)
 
     async def _recorded_route(
         self, agent: str, tenant: str, session_id: str
@@ -124,25 +141,52 @@ class Router:
             self._looking_up = None
 
     async def route(self, tenant: str, agent: str, session_id: str) -> Route:
-        known = await self._session_route(tenant, agent, session_id)
+        """The session's route; for a session not settled yet, its proposed placement, with
+        `placing` set: pass it to `settle` before capturing or answering anything."""
+        key = (agent, tenant, session_id)
+        placing = None
+        known = self._routes.get(key)
+        if known is not None:
+            self._routes.move_to_end(key)
+        elif key in self._placing:  # a request of the same session is settling it already
+            known, placing = self._placing[key]
+        else:
+            known = await self._propose(tenant, agent, session_id)
+            placing = asyncio.create_task(self._place(key, known))
+            placing.add_done_callback(_retrieve)
+            self._placing[key] = (known, placing)
         aliases = await self.catalog.aliases(agent)
         version = await self.catalog.version(known.version_id)
         shadow = await self.catalog.version(aliases.shadow) if aliases.shadow else None
         return Route(
-            version=version, alias=Alias(known.alias), replica=known.replica, shadow=shadow
+            version=version,
+            alias=Alias(known.alias),
+            replica=known.replica,
+            shadow=shadow,
+            placing=placing,
         )
 
-    async def _session_route(self, tenant: str, agent: str, session_id: str) -> SessionRoute:
-        key = (agent, tenant, session_id)
-        cached = self._routes.get(key)
-        if cached is not None:
-            self._routes.move_to_end(key)
-            return cached
+    async def settle(self, route: Route) -> Route:
+        """`route` if it holds, else the session's route as the registry has it placed
+        (serve the request again on that one). Raises what the registry read raised."""
+        if route.placing is None:
+            return route
+        placed = await asyncio.shield(route.placing)
+        if (placed.version_id, placed.alias, placed.replica) == (
+            route.version.id,
+            route.alias,
+            route.replica,
+        ):
+            return route
+        return await self.route(placed.tenant, placed.agent, placed.session)
+
+    async def _propose(self, tenant: str, agent: str, session_id: str) -> SessionRoute:
+        """Where the hash places a new session under the weights in force now."""
         aliases = await self.catalog.aliases(agent)
         version_id, alias = propose(aliases, agent, session_id)
         version = await self.catalog.version(version_id)
         replicas = 1 + len(version.spec.model.replicas)
-        proposal = SessionRoute(
+        return SessionRoute(
             agent=agent,
             session=session_id,
             tenant=tenant,
@@ -151,23 +195,34 @@ class Router:
             replica=int(session_bucket(agent, session_id, "replica") * replicas),
             created_at=utcnow(),
         )
+
+    async def _place(self, key: tuple[str, str, str], proposal: SessionRoute) -> SessionRoute:
+        """The session's placement: the registry's if it has one, else the proposal, which
+        is then recorded (in the background: the commit is the slowest step of all)."""
         try:
-            route = await self._recorded_route(agent, tenant, session_id)
-        except Exception as error:
-            if not is_unreachable(error):
-                raise
-            route = None  # registry down: place it here; it is recorded once the registry is back
-        if route is None:
-            # New session: serve it now, record the choice in the background (the commit is
-            # the slowest step of a first request). The hash makes every gateway choose alike.
-            route = proposal
-            self._record(proposal)
-        self._routes[key] = route
-        if len(self._routes) > self._max_sessions:
-            self._routes.popitem(last=False)
-        return route
+            try:
+                placed = await self._recorded_route(*key)
+            except Exception as error:
+                if not is_unreachable(error):
+                    raise
+                placed = None  # registry down: place it here; recorded once it is back
+            if placed is None:
+                placed = proposal  # the hash makes every gateway choose alike
+                self._record(proposal)
+            self._remember(key, placed)
+            return placed
+        finally:
+            self._placing.pop(key, None)
 
     async def drain(self) -> None:
         """Wait for registry reads in flight (shutdown, tests)."""
+        pending = [task for _, task in self._placing.values()]
         if self._looking_up is not None:
-            await asyncio.gather(self._looking_up, return_exceptions=True)
+            pending.append(self._looking_up)
+        await asyncio.gather(*pending, return_exceptions=True)
+
+
+def _retrieve(task: asyncio.Task) -> None:
+    """Mark a placement's failure seen: its request may have ended before settling it."""
+    if not task.cancelled():
+        task.exception()

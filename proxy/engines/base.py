@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 __all__ = ["UpstreamEngine", "UpstreamError", "UpstreamTimeout"]
@@ -59,7 +59,7 @@ class UpstreamEngine(abc.ABC):
         """
 
     @abc.abstractmethod
-    def stream(self, body: dict, *, model: str | None, timeout: float) -> AsyncIterator[dict]:
+    def stream(self, body: dict, *, model: str | None, timeout: float) -> AsyncGenerator[dict]:
         """A streaming chat completion: yields each `chat.completion.chunk`, ends at [DONE].
 
         `timeout` bounds the wait for the response and for each next chunk, not the whole

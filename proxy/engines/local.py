@@ -32,7 +32,7 @@ import secrets
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -731,7 +731,9 @@ class LocalEngine(UpstreamEngine):
             raise UpstreamTimeout(f"{self.version} did not answer within {timeout} s") from error
         return _completion(loaded, body, prompt, choices)
 
-    async def stream(self, body: dict, *, model: str | None, timeout: float) -> AsyncIterator[dict]:
+    async def stream(
+        self, body: dict, *, model: str | None, timeout: float
+    ) -> AsyncGenerator[dict]:
         """Chunks of a streamed completion, one per token; `timeout` bounds each wait."""
         sampling = Sampling.of(
             body, default_max_tokens=self.max_tokens, guide_tools=self.guide_tools

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -82,7 +82,9 @@ class OpenAICompatEngine(UpstreamEngine):
                 200, f"{self.base_url} answered with non-JSON", _text(raw)
             ) from error
 
-    async def stream(self, body: dict, *, model: str | None, timeout: float) -> AsyncIterator[dict]:
+    async def stream(
+        self, body: dict, *, model: str | None, timeout: float
+    ) -> AsyncGenerator[dict]:
         """Chunks of a streamed chat completion; `timeout` bounds each wait, not the stream."""
         payload = _payload(body, model, stream=True)
         try:

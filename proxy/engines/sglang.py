@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import aiohttp
@@ -91,7 +91,9 @@ class SGLangEngine(OpenAICompatEngine):
         reply = await super().complete(request, model=model, timeout=left, sent=sent)
         return _labelled(reply, adapter)
 
-    async def stream(self, body: dict, *, model: str | None, timeout: float) -> AsyncIterator[dict]:
+    async def stream(
+        self, body: dict, *, model: str | None, timeout: float
+    ) -> AsyncGenerator[dict]:
         """A streamed chat completion; the token ids arrive in one chunk before the usage."""
         adapter = await self._adapter(model, timeout)
         request = _with_extensions(body, adapter, stream=True)

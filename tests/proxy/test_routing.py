@@ -40,7 +40,10 @@ def add_version(engine, base_url: str, model: str) -> str:
 async def _routes(engine, sessions: list[str], tenant: str = "acme") -> dict[str, str]:
     placed: list = []
     router = Router(Catalog(engine, ttl=60.0), placed.append)  # each call is a fresh gateway
-    routes = {s: (await router.route(tenant, "support-bot", s)).version.id for s in sessions}
+    routes = {
+        s: (await router.settle(await router.route(tenant, "support-bot", s))).version.id
+        for s in sessions
+    }
     with transaction(engine) as session:  # what the gateway's capture drain does
         for route in placed:
             route_session(session, route)
@@ -182,6 +185,58 @@ def test_a_session_placed_elsewhere_first_is_served_as_placed_there(
                 break  # ...and it adopts the one in force
             time.sleep(0.05)
         assert upstream.requests[-1]["model"] == "candidate-model"
+
+
+def test_a_session_placed_before_this_gateway_started_is_served_as_placed(
+    world, registry_url, upstream, tmp_path
+) -> None:
+    """A session's first request on a gateway goes out on the hash's proposal while the
+    registry read runs; for a session placed before (here on a canary since retired), that
+    call is dropped and the request is served, captured and answered as placed."""
+    engine, keys = world
+    candidate = add_version(engine, upstream.base_url, "candidate-model")
+    with transaction(engine) as session:
+        for placed in ("placed-plain", "placed-stream"):
+            route_session(
+                session,
+                SessionRoute(
+                    agent="support-bot",
+                    tenant="acme",
+                    session=placed,
+                    version_id=candidate,
+                    alias="canary",
+                    replica=0,
+                    created_at=utcnow(),
+                ),
+            )
+    upstream.delay_ms = 100  # the proposal's call is still out when the read settles
+    config = GatewayConfig(database_url=registry_url, spool_dir=tmp_path / "spool")
+    with GatewayServer(config) as server:
+        sdk = client(server, keys["acme"])
+        plain = sdk.chat.completions.with_raw_response.create(
+            model="support-bot",
+            messages=[{"role": "user", "content": "Where is my parcel?"}],
+            extra_headers={"X-Session-Id": "placed-plain"},
+        )
+        assert plain.headers["x-evoplane-version"] == candidate
+        # The proposal (stable) went out first and was dropped; the candidate answered.
+        assert [r["model"] for r in upstream.requests] == ["scripted-model", "candidate-model"]
+        upstream.reset()
+        with sdk.chat.completions.with_streaming_response.create(
+            model="support-bot",
+            messages=[{"role": "user", "content": "And my refund?"}],
+            extra_headers={"X-Session-Id": "placed-stream"},
+            stream=True,
+        ) as streamed:
+            assert streamed.headers["x-evoplane-version"] == candidate
+            chunks = list(streamed.parse())
+        assert chunks[-1].choices == [] or chunks[-1].choices[0].finish_reason == "stop"
+        assert upstream.requests[-1]["model"] == "candidate-model"
+        for placed in ("placed-plain", "placed-stream"):
+            trajectory, events = stored(server, engine, "acme", placed)
+            assert trajectory.versions.agent_version_id == candidate
+            (llm,) = [e for e in events if e.kind == "llm_call"]
+            assert llm.metadata.agent_version_id == candidate
 
 
 def test_evaluation_calls_pin_a_version_and_never_become_user_or_training_data(
