@@ -12,8 +12,9 @@ then the open-loop request rate at which the gateway's added p50 passes 10 ms; t
 capture rate the gateway sustains into PostgreSQL under a burst, and whether every
 submitted record was committed. Upstream, bare proxy, gateway and this load generator each
 run in their own process. Each client's requests carry a user message of their own and a
-new session every ten requests. --compare runs the gateway of another checkout beside this
-one, for a before/after in one run. --write appends the results to benchmarks/RESULTS.md.
+new session (one no server has seen) every ten requests, or --session-length. --compare
+runs the gateway of another checkout beside this one, for a before/after in one run.
+--write appends the results to benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -123,22 +124,30 @@ def wait_for(url: str, seconds: float = 60) -> None:
     raise RuntimeError(f"{url} did not come up")
 
 
-async def closed_loop(url: str, headers: dict, clients: int, per_client: int) -> list[float]:
-    """`clients` concurrent clients, each sending `per_client` requests back to back (ms)."""
+async def closed_loop(
+    url: str, headers: dict, clients: int, per_client: int, session_length: int = 10
+) -> list[float]:
+    """`clients` concurrent clients, each sending `per_client` requests back to back (ms),
+    starting a session no server has seen every `session_length` requests. Each client
+    first opens its connection with one untimed request, as a pooled SDK client has."""
     latencies: list[float] = []
+    run = uuid.uuid4().hex[:8]
     connector = aiohttp.TCPConnector(limit=clients)
     async with aiohttp.ClientSession(connector=connector) as session:
 
         async def one_client(index: int) -> None:
-            for i in range(per_client):
+            for i in range(-1, per_client):  # -1: the connection's warm-up
                 started = time.perf_counter()
-                body = body_for(index * 100_000 + i)
+                sid = f"{run}-{index}-{i // session_length}" if i >= 0 else f"{run}-{index}-w"
                 async with session.post(
-                    url, json=body, headers={**headers, "X-Session-Id": f"c{index}-{i // 10}"}
+                    url,
+                    json=body_for(index * 100_000 + i + 1),
+                    headers={**headers, "X-Session-Id": sid},
                 ) as r:
                     await r.read()
                     assert r.status == 200, await r.text()
-                latencies.append((time.perf_counter() - started) * 1000)
+                if i >= 0:
+                    latencies.append((time.perf_counter() - started) * 1000)
 
         await asyncio.gather(*(one_client(i) for i in range(clients)))
     return latencies
@@ -294,7 +303,7 @@ class Target:
 
 
 def closed_loop_round(
-    targets: dict[str, Target], clients: int, per_client: int, rounds: int
+    targets: dict[str, Target], clients: int, per_client: int, rounds: int, session_length: int
 ) -> dict[str, tuple[float, float, float, float]]:
     """Per target: p50 and p99 latency (ms), and CPU per request (ms) of its server process
     and of that process's children (a gateway's capture drain), the targets interleaved."""
@@ -304,7 +313,9 @@ def closed_loop_round(
         for name, target in targets.items():
             pid = target.process.pid if target.process else None
             before = tree_cpu(pid) if pid else (0.0, 0.0)
-            runs[name] += asyncio.run(closed_loop(target.url, target.headers, clients, per_client))
+            runs[name] += asyncio.run(
+                closed_loop(target.url, target.headers, clients, per_client, session_length)
+            )
             after = tree_cpu(pid) if pid else (0.0, 0.0)
             cpu[name][0] += after[0] - before[0]
             cpu[name][1] += after[1] - before[1]
@@ -326,6 +337,12 @@ def main() -> None:
         "--requests", type=int, default=200, help="requests per client and side, per round"
     )
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--session-length",
+        type=int,
+        default=10,
+        help="requests per session; a session's first request is routed from the registry",
+    )
     parser.add_argument("--capture-events", type=int, default=20_000)
     parser.add_argument(
         "--clients", default="1,8,32", help="comma-separated concurrency levels (closed loop)"
@@ -379,7 +396,9 @@ def main() -> None:
             rows = []
             for clients in [int(c) for c in args.clients.split(",") if c]:
                 per_client = max(10, args.requests // clients)
-                row = closed_loop_round(targets, clients, per_client, args.rounds)
+                row = closed_loop_round(
+                    targets, clients, per_client, args.rounds, args.session_length
+                )
                 rows.append((clients, row))
                 print(f"{clients:3d} clients  " + _summary(row))
             knee = None
@@ -429,7 +448,7 @@ def _report(args, rows, sweep, knee, capture_rate: float, capture_lost: int) -> 
     command = (
         f"python -m benchmarks.gateway_latency --requests {args.requests} "
         f"--rounds {args.rounds} --capture-events {args.capture_events} "
-        f"--clients {args.clients} --rates {args.rates}"
+        f"--clients {args.clients} --rates {args.rates} --session-length {args.session_length}"
         + (f" --compare {args.compare}" if args.compare else "")
     )
     compared = bool(args.compare)
