@@ -35,6 +35,7 @@ class HarnessSettings(BaseModel):
     max_labeled_demos: int | None = Field(None, ge=0, le=16)
     candidate_programs: int | None = Field(None, ge=1, le=64)
     per_kind: int | None = Field(None, ge=1, le=500)
+    samples: int | None = Field(None, ge=1, le=32)
 
 
 class EvolutionSettings(BaseModel):

@@ -87,6 +87,9 @@ class HarnessConfig:
     candidate_programs: int = 4  # random search only
     metric_calls: int = 40  # GEPA's budget
     per_kind: int = 20  # failures and successes read from the window, each
+    # Answers scored per case and harness. The agent samples (temperature 1 by default), so
+    # one answer a case is a coin flip; every harness gets the same seeds (paired).
+    samples: int = 3
     proposer_lm: Any = None
 
 
@@ -164,15 +167,20 @@ def _metric(example: Any, prediction: Any, trace: Any = None, *_: Any) -> float 
     return score >= _PASS if trace is not None else score
 
 
-def _evaluate(program: Any, cases: Sequence[HarnessCase]) -> list[float]:
-    """Each case's score under `program` (a failed call scores 0: it answered nothing)."""
+def _evaluate(program: Any, cases: Sequence[HarnessCase], samples: int = 1) -> list[float]:
+    """Each case's mean score over `samples` answers under `program`, drawn with the seeds
+    every program gets (a failed call scores 0: it answered nothing)."""
     scores = []
-    for case in cases:
-        try:
-            answer = program(messages=case.messages).answer
-        except Exception:  # noqa: BLE001 - an answer that breaks the program scores nothing
-            answer = None
-        scores.append(case_score(case, answer))
+    for index, case in enumerate(cases):
+        total = 0.0
+        for sample in range(samples):
+            seed = index * samples + sample
+            try:
+                answer = program(messages=case.messages, config={"seed": seed}).answer
+            except Exception:  # noqa: BLE001 - an answer that breaks the program scores nothing
+                answer = None
+            total += case_score(case, answer)
+        scores.append(total / samples)
     return scores
 
 
@@ -250,7 +258,7 @@ def _trials(
 
     trainset = [case.example() for case in cases]
     with dspy.context(lm=task_lm, adapter=harness_adapter(parent.template)):
-        trials = [_Trial(parent, _evaluate(harness_program(parent), cases))]
+        trials = [_Trial(parent, _evaluate(harness_program(parent), cases, config.samples))]
         variants = (
             [parent.instructions]
             if config.optimizer in {"mipro", "gepa"}
@@ -259,7 +267,8 @@ def _trials(
         for instructions in variants:
             start = harness_program(parent.model_copy(update={"instructions": instructions}))
             compiled = _compile(start, trainset, config, task_lm)
-            trials.append(_Trial(harness_of(compiled, parent), _evaluate(compiled, cases)))
+            scores = _evaluate(compiled, cases, config.samples)
+            trials.append(_Trial(harness_of(compiled, parent), scores))
     return trials
 
 

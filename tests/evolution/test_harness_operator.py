@@ -19,6 +19,7 @@ from atdp import ChatMessage, MessageAction, Observation, OutcomeStatus, utcnow
 from evolution.decision import Action, DecisionRecord
 from evolution.harness import (
     HarnessCase,
+    HarnessConfig,
     case_score,
     harness_cases,
     make_harness_operator,
@@ -221,6 +222,36 @@ def test_the_agents_settings_can_limit_the_operator_to_instructions(registry, up
         own = operator(session, parent, decision(window), window).spec.harness
     assert worker_default.demos, "the worker's default adds demos"
     assert own.demos == [] and FACT in own.instructions
+
+
+def test_every_harness_is_scored_on_the_same_seeds(registry, upstream) -> None:
+    """Each case is answered `samples` times per harness, with the seeds every harness
+    gets: the comparison of parent and candidate is paired, not two coin flips."""
+    world(registry)
+    window = recorded_window(registry)
+    parent = stable(registry)
+    upstream.reset()
+    config = HarnessConfig(samples=3, max_bootstrapped_demos=0, max_labeled_demos=0)
+    with transaction(registry) as session:
+        candidate = propose_harness(
+            session,
+            parent,
+            decision(window),
+            window,
+            lm_factory=lm_factory(upstream),
+            config=config,
+        )
+    assert FACT in candidate.spec.harness.instructions
+    seeds: dict[str, list[int]] = {}
+    for request in upstream.requests:
+        system = request["messages"][0]["content"]
+        seeds.setdefault(system, []).append(request["seed"])
+    # The parent's instructions (the parent, and its variant compiled without a lesson),
+    # and the variant with the lesson: each scored on seeds 0..11 (4 cases x 3 answers).
+    assert len(seeds) == 2, seeds
+    for given in seeds.values():
+        runs = len(given) // 12
+        assert runs >= 1 and sorted(given) == sorted(list(range(12)) * runs), seeds
 
 
 def test_the_candidate_is_a_pure_function_of_the_window(registry, upstream) -> None:
