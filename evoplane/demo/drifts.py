@@ -116,10 +116,13 @@ ROUNDS: tuple[Round, ...] = (
         name="harness",
         drift="Initech and Umbrella adopt an invoice policy the instructions never stated",
         expected="harness",
+        # The lesson lifts the demo model's invoice answers from about 7% to 40% (sampled
+        # as the bot samples, temperature 1): with invoice questions 30% of the traffic, the
+        # canary's reward gain was within its noise in one full run of two.
         mix=(
             *_BASE,
             _question("holiday", _HOLIDAY, 0.05, "correct"),
-            _question("invoice", _INVOICE, 0.3, "policy"),
+            _question("invoice", _INVOICE, 0.5, "policy"),
         ),
         scenario=("invoice question",),
     ),
