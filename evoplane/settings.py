@@ -47,6 +47,28 @@ class Settings(BaseSettings):
     temporal_namespace: str = "default"
     temporal_port: int = Field(default=7233, ge=1, le=65535)
     temporal_ui_port: int = Field(default=8233, ge=1, le=65535)
+    temporal_ui: str | None = Field(
+        default=None,
+        description="The Temporal Web UI's address as people open it (the links in MLflow "
+        "runs and the control API); default the embedded UI.",
+    )
+    temporal_tls: bool = Field(
+        default=False,
+        description="Connect to Temporal over TLS (implied by a CA, a client certificate or "
+        "an API key).",
+    )
+    temporal_tls_ca: Path | None = Field(
+        default=None, description="PEM file of the CA that signed Temporal's server certificate."
+    )
+    temporal_tls_cert: Path | None = Field(
+        default=None, description="PEM client certificate for mTLS (with temporal_tls_key)."
+    )
+    temporal_tls_key: Path | None = Field(
+        default=None, description="PEM private key of temporal_tls_cert."
+    )
+    temporal_api_key: SecretStr | None = Field(
+        default=None, description="API key for Temporal Cloud or a server that asks for one."
+    )
     mlflow_uri: str | None = Field(
         default=None, description="MLflow tracking URI; default the embedded server."
     )
@@ -115,7 +137,7 @@ class Settings(BaseSettings):
 
     @property
     def temporal_ui_url(self) -> str:
-        return f"http://{self.host}:{self.temporal_ui_port}"
+        return self.temporal_ui or f"http://{self.host}:{self.temporal_ui_port}"
 
     @property
     def gateway_api(self) -> str:

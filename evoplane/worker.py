@@ -17,6 +17,7 @@ from datetime import timedelta
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.service import TLSConfig
 from temporalio.worker import Worker
 
 from activities.evolution import EvolutionActivities
@@ -30,7 +31,7 @@ from workflows.loop import EvolutionLoop
 from workflows.queues import CONTROL_QUEUE, GPU_QUEUE
 from workflows.rollback import RollbackWorkflow
 
-__all__ = ["WORKFLOWS", "connect", "run_workers", "workers_for"]
+__all__ = ["WORKFLOWS", "connect", "run_workers", "temporal_tls", "workers_for"]
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +43,43 @@ SHUTDOWN_GRACE = timedelta(seconds=20)
 
 async def connect(settings: Settings) -> Client:
     """A client with the pydantic converter every Evoplane workflow and activity expects."""
+    api_key = settings.temporal_api_key
     return await Client.connect(
         settings.temporal_target,
         namespace=settings.temporal_namespace,
         data_converter=pydantic_data_converter,
+        tls=temporal_tls(settings),
+        api_key=api_key.get_secret_value() if api_key else None,
     )
+
+
+def temporal_tls(settings: Settings) -> TLSConfig | bool:
+    """The TLS the Temporal connection uses: False (plain), True (the system's CAs), or a
+    config with the CA and client certificate files the settings name.
+
+    Raises:
+        SettingsError: a certificate without its key (or the reverse), or a file that
+            cannot be read.
+    """
+    if bool(settings.temporal_tls_cert) != bool(settings.temporal_tls_key):
+        raise SettingsError(
+            "temporal_tls_cert and temporal_tls_key go together (mTLS needs both); set "
+            "EVOPLANE_TEMPORAL_TLS_CERT and EVOPLANE_TEMPORAL_TLS_KEY, or neither"
+        )
+    files = {
+        "server_root_ca_cert": settings.temporal_tls_ca,
+        "client_cert": settings.temporal_tls_cert,
+        "client_private_key": settings.temporal_tls_key,
+    }
+    if not any(files.values()):
+        return settings.temporal_tls or settings.temporal_api_key is not None
+    read: dict[str, bytes | None] = {}
+    for name, path in files.items():
+        try:
+            read[name] = path.read_bytes() if path else None
+        except OSError as error:
+            raise SettingsError(f"cannot read the Temporal TLS file {path}: {error}") from None
+    return TLSConfig(**read)
 
 
 def _tracker(settings: Settings):

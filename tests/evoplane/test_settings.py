@@ -84,3 +84,38 @@ def test_gateway_config_carries_the_seal_key_and_local_engine_settings(monkeypat
     config = gateway_config(load_settings())
     assert config.seal_key == "k" * 43 + "="
     assert (config.local_threads, config.local_device) == (1, "cuda:1")
+
+
+def test_temporal_tls_follows_the_settings(monkeypatch, tmp_path: Path) -> None:
+    """Plain by default; TLS with the system's CAs when asked or when an API key is set;
+    the CA and client certificate files read into the TLS config; a half mTLS refused."""
+    from temporalio.service import TLSConfig
+
+    from evoplane.settings import SettingsError
+    from evoplane.worker import temporal_tls
+
+    assert temporal_tls(load_settings()) is False
+    monkeypatch.setenv("EVOPLANE_TEMPORAL_API_KEY", "cloud-key")
+    assert temporal_tls(load_settings()) is True
+    monkeypatch.delenv("EVOPLANE_TEMPORAL_API_KEY")
+    for name, text in (("ca.pem", "CA"), ("client.pem", "CERT"), ("client.key", "KEY")):
+        (tmp_path / name).write_text(text)
+    monkeypatch.setenv("EVOPLANE_TEMPORAL_TLS_CA", str(tmp_path / "ca.pem"))
+    assert temporal_tls(load_settings()) == TLSConfig(server_root_ca_cert=b"CA")
+    monkeypatch.setenv("EVOPLANE_TEMPORAL_TLS_CERT", str(tmp_path / "client.pem"))
+    with pytest.raises(SettingsError, match="go together"):
+        temporal_tls(load_settings())
+    monkeypatch.setenv("EVOPLANE_TEMPORAL_TLS_KEY", str(tmp_path / "client.key"))
+    assert temporal_tls(load_settings()) == TLSConfig(
+        server_root_ca_cert=b"CA", client_cert=b"CERT", client_private_key=b"KEY"
+    )
+    monkeypatch.setenv("EVOPLANE_TEMPORAL_TLS_CA", str(tmp_path / "missing.pem"))
+    with pytest.raises(SettingsError, match="missing.pem"):
+        temporal_tls(load_settings())
+
+
+def test_the_temporal_ui_link_can_name_the_address_people_open(monkeypatch) -> None:
+    monkeypatch.setenv("EVOPLANE_HOST", "0.0.0.0")
+    assert load_settings().temporal_ui_url == "http://0.0.0.0:8233"  # the embedded UI
+    monkeypatch.setenv("EVOPLANE_TEMPORAL_UI", "https://temporal.example.com")
+    assert load_settings().temporal_ui_url == "https://temporal.example.com"
