@@ -433,7 +433,7 @@ class _Demo:
 
     def _round(self, round_: Round) -> EvolutionRow:
         start = datetime.now(UTC)
-        before = self._play(round_, self.scale.tickets, round_.drift)
+        before = self._play(round_, round(self.scale.tickets * round_.window), round_.drift)
         options = self._options(round_, start)
         if round_.plan == "cost_cut":
             options.update(
