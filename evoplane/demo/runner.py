@@ -96,6 +96,11 @@ _TRAINING = {
     "group_size": 8,
     "max_new_tokens": 96,
     "learning_rate": 5e-4,
+    # Without a KL penalty the window's tool calls crowd out what the model already did
+    # well: retrained offline on one run's window, the answers to the base facts' questions
+    # fell from 0.73 to 0.38 ("Gift cards are valid for threeye ars."); with kl_coef 0.1 they
+    # held at 0.71, for a right-tool rate of 0.64 instead of 0.72 (base 0.31).
+    "kl_coef": 0.1,
     "checkpoint_every": 10,
     "holdout": 0.1,
     "threads": 1,

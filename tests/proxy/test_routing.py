@@ -37,6 +37,19 @@ def add_version(engine, base_url: str, model: str) -> str:
         ).id
 
 
+def canary_placement(session: str, version_id: str) -> SessionRoute:
+    """Acme's session `session` as a gateway records it when placed on the canary."""
+    return SessionRoute(
+        agent="support-bot",
+        tenant="acme",
+        session=session,
+        version_id=version_id,
+        alias="canary",
+        replica=0,
+        created_at=utcnow(),
+    )
+
+
 async def _routes(engine, sessions: list[str], tenant: str = "acme") -> dict[str, str]:
     placed: list = []
     router = Router(Catalog(engine, ttl=60.0), placed.append)  # each call is a fresh gateway
@@ -165,18 +178,7 @@ def test_a_session_placed_elsewhere_first_is_served_as_placed_there(
         sdk.chat.completions.create(messages=[{"role": "user", "content": "one"}], **ask)
         assert upstream.requests[-1]["model"] == "scripted-model"  # placed on stable
         with transaction(engine) as session:  # meanwhile, another gateway's write lands
-            route_session(
-                session,
-                SessionRoute(
-                    agent="support-bot",
-                    tenant="acme",
-                    session="contested",
-                    version_id=candidate,
-                    alias="canary",
-                    replica=0,
-                    created_at=utcnow(),
-                ),
-            )
+            route_session(session, canary_placement("contested", candidate))
         server.flush()  # this gateway's own placement is refused...
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline:
@@ -197,18 +199,7 @@ def test_a_session_placed_before_this_gateway_started_is_served_as_placed(
     candidate = add_version(engine, upstream.base_url, "candidate-model")
     with transaction(engine) as session:
         for placed in ("placed-plain", "placed-stream"):
-            route_session(
-                session,
-                SessionRoute(
-                    agent="support-bot",
-                    tenant="acme",
-                    session=placed,
-                    version_id=candidate,
-                    alias="canary",
-                    replica=0,
-                    created_at=utcnow(),
-                ),
-            )
+            route_session(session, canary_placement(placed, candidate))
     upstream.delay_ms = 100  # the proposal's call is still out when the read settles
     config = GatewayConfig(database_url=registry_url, spool_dir=tmp_path / "spool")
     with GatewayServer(config) as server:
