@@ -452,7 +452,8 @@ class _Demo:
     def _hotfix_round(self, round_: Round) -> list[EvolutionRow]:
         """A person's gate-skipping hotfix, then the policy's own evolution."""
         start, clock = datetime.now(UTC), time.monotonic()
-        before = self._play(round_, self.scale.tickets, "traffic before the hotfix")
+        count = round(self.scale.tickets * round_.window)
+        before = self._play(round_, count, "traffic before the hotfix")
         hotfix = self._options(round_, start)
         hotfix.update(
             force="harness",
@@ -469,7 +470,7 @@ class _Demo:
         # loaded machine) puts all of the parent's traffic in that period.
         after = self._play(
             round_,
-            self.scale.tickets,
+            count,
             "traffic on the hotfix",
             at_least=time.monotonic() - clock,
         )
