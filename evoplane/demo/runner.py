@@ -475,7 +475,9 @@ class _Demo:
             at_least=time.monotonic() - clock,
         )
         second = self._evolve(round_, self._options(round_, promoted), after)
-        recovered = self._play(round_, self.scale.tickets // 2, "traffic after the evolution")
+        # As much traffic after the rollback as on the hotfix: half a round (10 tickets at
+        # the CI scale) once read 0.50 against the hotfix's 0.58 after a right rollback.
+        recovered = self._play(round_, count, "traffic after the evolution")
         second.reward_after = self._mean_reward([o.trajectory_id for o in recovered])
         second.reward_before = self._mean_reward([o.trajectory_id for o in after])
         first.reward_before = self._mean_reward([o.trajectory_id for o in before])
