@@ -260,10 +260,8 @@ def _open_stream(
 
 async def _abandon(opening: asyncio.Future, chunks: AsyncGenerator[dict]) -> None:
     """Stop a stream whose answer will not be used (its first chunk may be under way)."""
-    opening.cancel()
+    drop(opening)
     await asyncio.wait([opening])
-    if not opening.cancelled():
-        opening.exception()
     await chunks.aclose()
 
 

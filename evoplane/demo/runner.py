@@ -429,6 +429,10 @@ class _Demo:
             round_.mix, count, on_ticket=self.reporter.advance, at_least=at_least
         )
 
+    def _window_tickets(self, round_: Round) -> int:
+        """The tickets of the drift's traffic an evolution reads (see `Round.window`)."""
+        return round(self.scale.tickets * round_.window)
+
     def _quiet(self, round_: Round) -> None:
         """Business as usual on the current stable before the next drift (half a round)."""
         assert self.traffic is not None
@@ -438,7 +442,7 @@ class _Demo:
 
     def _round(self, round_: Round) -> EvolutionRow:
         start = datetime.now(UTC)
-        before = self._play(round_, round(self.scale.tickets * round_.window), round_.drift)
+        before = self._play(round_, self._window_tickets(round_), round_.drift)
         options = self._options(round_, start)
         if round_.plan == "cost_cut":
             options.update(
@@ -452,7 +456,7 @@ class _Demo:
     def _hotfix_round(self, round_: Round) -> list[EvolutionRow]:
         """A person's gate-skipping hotfix, then the policy's own evolution."""
         start, clock = datetime.now(UTC), time.monotonic()
-        count = round(self.scale.tickets * round_.window)
+        count = self._window_tickets(round_)
         before = self._play(round_, count, "traffic before the hotfix")
         hotfix = self._options(round_, start)
         hotfix.update(
