@@ -22,10 +22,13 @@ from registry import (
     AgentVersion,
     AliasState,
     ApiKeyIdentity,
+    SessionRoute,
+    SessionRouteReader,
     TenantPolicy,
     authenticate,
     current_aliases,
     get_memory_items,
+    get_session_route,
     get_tenant,
     get_version,
     is_unreachable,
@@ -57,6 +60,11 @@ class Catalog:
         self._memory: dict[tuple[str, str], MemoryIndex] = {}
         self._refreshing: set[tuple] = set()
         self._tasks: set[asyncio.Task] = set()
+        self._routes = SessionRouteReader.for_engine(engine)
+
+    async def aclose(self) -> None:
+        if self._routes is not None:
+            await self._routes.aclose()
 
     async def run(self, work: Callable[..., T], *args: Any) -> T:
         """Run a registry function in a fresh transaction, in a worker thread."""
@@ -77,6 +85,16 @@ class Catalog:
                 return work(session, *args)
 
         return await asyncio.to_thread(call)
+
+    async def session_routes(self, keys: list[tuple[str, str, str]]) -> list[SessionRoute | None]:
+        """The registry's placements of sessions by (agent, tenant, session), None for a
+        session never placed. Never cached: another gateway may have placed it just now.
+
+        On PostgreSQL one query on the event loop's own connection; on SQLite a read per
+        session in a worker thread."""
+        if self._routes is not None:
+            return await self._routes.read(keys)
+        return await self.read(lambda session: [get_session_route(session, *key) for key in keys])
 
     async def _cached(self, key: tuple, load: Callable[[], Any]) -> Any:
         """A cached value, refreshed in the background once older than `ttl`.

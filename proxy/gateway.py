@@ -44,7 +44,7 @@ from proxy.engines.local import LocalEngine
 from proxy.engines.openai_compat import OpenAICompatEngine
 from proxy.engines.sglang import SGLangEngine
 from proxy.errors import GatewayError
-from proxy.governance import Redactor, decide_governance
+from proxy.governance import Redactor, governance_document
 from proxy.overlays import Overlaid, apply_overlays, restore_response
 from proxy.router import Route, Router
 from proxy.signals import abandonment_reward, implicit_rewards
@@ -228,6 +228,7 @@ class Gateway:
         for engine in [*self._engines.values(), *self._local.values()]:
             await engine.aclose()
         asyncio.get_running_loop().remove_reader(self.writer.placements)
+        await self.catalog.aclose()
         await asyncio.to_thread(self.writer.stop)
         self.db.dispose()
 
@@ -493,7 +494,7 @@ class Gateway:
         policy = await self.catalog.policy(tenant)
         # Only real users' data may train: shadow and evaluation traffic never does.
         opt_out = training_opt_out or traffic is not Traffic.USER
-        governance = decide_governance(policy, training_opt_out=opt_out, now=utcnow())
+        governance = governance_document(policy, training_opt_out=opt_out, now=utcnow())
         exchange = Exchange(
             tenant=tenant,
             agent=agent,
@@ -502,7 +503,7 @@ class Gateway:
             overlaid=overlaid,
             version=version,
             traffic=traffic,
-            governance=governance.model_dump(mode="json"),
+            governance=governance,
         )
         pending = begin_exchange(state, exchange)
         request_key = hash(tuple(pending.keys))

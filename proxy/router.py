@@ -30,7 +30,6 @@ from registry import (
     Alias,
     AliasState,
     SessionRoute,
-    get_session_route,
     is_unreachable,
 )
 
@@ -66,10 +65,6 @@ def propose(aliases: AliasState, agent: str, session_id: str) -> tuple[str, Alia
     if aliases.stable is None:
         raise LookupError(f"agent {agent} has no stable version")
     return aliases.stable, Alias.STABLE
-
-
-def _recorded_routes(session, keys: list[tuple[str, str, str]]) -> list[SessionRoute | None]:
-    return [get_session_route(session, *key) for key in keys]
 
 
 class Router:
@@ -129,7 +124,7 @@ class Router:
                 await asyncio.sleep(0)  # let the sessions starting in this tick join
                 batch, self._lookups = self._lookups, {}
                 try:
-                    routes = await self.catalog.read(_recorded_routes, list(batch))
+                    routes = await self.catalog.session_routes(list(batch))
                 except Exception as error:  # noqa: BLE001 - each waiting request gets it
                     for future in batch.values():
                         future.set_exception(error)

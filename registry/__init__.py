@@ -66,7 +66,12 @@ from registry.rewards import (
 )
 from registry.scope import ALL_TENANTS, TenantScope
 from registry.sealed import SealedAccessError, SealedEvent, seal_event, store_sealed, unseal_event
-from registry.sessions import SessionRoute, get_session_route, route_session
+from registry.sessions import (
+    SessionRoute,
+    SessionRouteReader,
+    get_session_route,
+    route_session,
+)
 from registry.tenants import (
     ApiKeyIdentity,
     IssuedApiKey,
@@ -134,6 +139,7 @@ __all__ = [
     "SealedAccessError",
     "SealedEvent",
     "SessionRoute",
+    "SessionRouteReader",
     "Tenant",
     "TenantPolicy",
     "TenantScope",

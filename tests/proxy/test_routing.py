@@ -24,9 +24,22 @@ from registry import (
     set_alias,
     transaction,
 )
+from tests.conftest import postgres_schema_url
 from tests.proxy.test_gateway_sdk import client, stored
 from tests.support.gateway import GatewayServer
 from tests.support.upstream import ScriptedUpstream
+
+
+@pytest.fixture
+def registry_url(request, tmp_path) -> str:
+    """SQLite, or PostgreSQL where a test is parametrized with it: a gateway reads new
+    sessions' placements differently on each (`Catalog.session_routes`)."""
+    if getattr(request, "param", "sqlite") == "postgresql":
+        return postgres_schema_url(request.getfixturevalue("postgres_schema"))
+    return f"sqlite:///{tmp_path / 'registry.db'}"
+
+
+both_registries = pytest.mark.parametrize("registry_url", ["sqlite", "postgresql"], indirect=True)
 
 
 def add_version(engine, base_url: str, model: str) -> str:
@@ -52,17 +65,22 @@ def canary_placement(session: str, version_id: str) -> SessionRoute:
 
 async def _routes(engine, sessions: list[str], tenant: str = "acme") -> dict[str, str]:
     placed: list = []
-    router = Router(Catalog(engine, ttl=60.0), placed.append)  # each call is a fresh gateway
-    routes = {
-        s: (await router.settle(await router.route(tenant, "support-bot", s))).version.id
-        for s in sessions
-    }
+    catalog = Catalog(engine, ttl=60.0)
+    router = Router(catalog, placed.append)  # each call is a fresh gateway
+    try:
+        routes = {
+            s: (await router.settle(await router.route(tenant, "support-bot", s))).version.id
+            for s in sessions
+        }
+    finally:
+        await catalog.aclose()
     with transaction(engine) as session:  # what the gateway's capture drain does
         for route in placed:
             route_session(session, route)
     return routes
 
 
+@both_registries
 def test_canary_share_is_within_tolerance_and_sessions_never_move(world, upstream) -> None:
     engine, _ = world
     canary = add_version(engine, upstream.base_url, "candidate")
@@ -160,6 +178,7 @@ def test_a_hanging_or_failing_shadow_changes_nothing_for_the_user(live, upstream
     assert shadow_events[-1].metadata.agent_version_id == shadow
 
 
+@both_registries
 def test_a_session_placed_elsewhere_first_is_served_as_placed_there(
     world, registry_url, upstream, tmp_path
 ) -> None:
@@ -189,6 +208,7 @@ def test_a_session_placed_elsewhere_first_is_served_as_placed_there(
         assert upstream.requests[-1]["model"] == "candidate-model"
 
 
+@both_registries
 def test_a_session_placed_before_this_gateway_started_is_served_as_placed(
     world, registry_url, upstream, tmp_path
 ) -> None:
