@@ -5,7 +5,12 @@ event's `Governance`; a `Redactor` then replaces personal data and secrets with 
 and records what it found.
 """
 
-from proxy.governance.policy import TRAINING_HEADER, decide_governance, parse_training_header
+from proxy.governance.policy import (
+    TRAINING_HEADER,
+    decide_governance,
+    governance_document,
+    parse_training_header,
+)
 from proxy.governance.redaction import RedactionResult, Redactor
 
 __all__ = [
@@ -13,5 +18,6 @@ __all__ = [
     "RedactionResult",
     "Redactor",
     "decide_governance",
+    "governance_document",
     "parse_training_header",
 ]

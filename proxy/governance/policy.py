@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from functools import lru_cache
+from typing import Any
 
-from atdp import Governance, TrainingEligibility
+from atdp import Consent, Governance, TrainingEligibility
 from registry.tenants import TenantPolicy
 
-__all__ = ["TRAINING_HEADER", "decide_governance", "parse_training_header"]
+__all__ = ["TRAINING_HEADER", "decide_governance", "governance_document", "parse_training_header"]
 
 TRAINING_HEADER = "X-Evoplane-Training"
 
@@ -78,4 +80,34 @@ def decide_governance(
         consent=policy.consent,
         expires_at=expires_at,
         labels=sorted(set(labels)),
+    )
+
+
+def governance_document(
+    policy: TenantPolicy, *, training_opt_out: bool, now: datetime
+) -> dict[str, Any]:
+    """`decide_governance`'s answer as the JSON document the gateway's capture stores.
+
+    The gateway decides this for every request; building and dumping the model each time
+    was a measurable share of its CPU per request, and only `expires_at` depends on the
+    time, so the rest is built once per distinct decision.
+    """
+    undated = _undated_document(policy.training, policy.consent, training_opt_out)
+    document = {key: list(v) if isinstance(v, list) else v for key, v in undated.items()}
+    if policy.retention_days is not None:
+        if now.tzinfo is None:
+            raise ValueError("now must be timezone-aware (use atdp.utcnow()) for expires_at")
+        document["expires_at"] = (now + timedelta(days=policy.retention_days)).isoformat()
+    return document
+
+
+@lru_cache(maxsize=64)
+def _undated_document(
+    training: TrainingEligibility, consent: Consent, training_opt_out: bool
+) -> dict[str, Any]:
+    """The document for a policy without retention (shared: `governance_document` copies it)."""
+    policy = TenantPolicy(training=training, consent=consent)
+    now = datetime.now().astimezone()
+    return decide_governance(policy, training_opt_out=training_opt_out, now=now).model_dump(
+        mode="json"
     )

@@ -22,7 +22,12 @@ from atdp import (
     new_id,
 )
 from atdp.event import HIDDEN_TEXT_LIMIT
-from proxy.governance import Redactor, decide_governance, parse_training_header
+from proxy.governance import (
+    Redactor,
+    decide_governance,
+    governance_document,
+    parse_training_header,
+)
 from proxy.governance.redaction import iban_valid, luhn_valid
 from registry import TenantPolicy
 from tests import strategies as S
@@ -606,6 +611,26 @@ def test_decided_governance_is_unscanned_and_unreviewed_with_sorted_labels() -> 
     assert governance == Governance(labels=["finance", "pii"])
     assert governance.redaction is RedactionStatus.NOT_SCANNED
     assert governance.review is ReviewStatus.UNREVIEWED
+
+
+@given(
+    training=st.sampled_from(list(TrainingEligibility)),
+    consent=st.sampled_from(list(Consent)),
+    retention_days=st.none() | st.integers(1, 3650),
+    opt_out=st.booleans(),
+    now=st.datetimes(
+        min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
+    ),
+)
+def test_the_gateways_governance_document_is_the_decided_governance(
+    training, consent, retention_days, opt_out, now
+) -> None:
+    policy = TenantPolicy(training=training, consent=consent, retention_days=retention_days)
+    for _ in range(2):  # the second time from its cache
+        document = governance_document(policy, training_opt_out=opt_out, now=now)
+        decided = decide_governance(policy, training_opt_out=opt_out, now=now)
+        assert Governance.model_validate(document) == decided
+        document["labels"].append("changed by a caller")  # a caller's copy is its own
 
 
 def test_naive_now_is_refused() -> None:
