@@ -57,11 +57,36 @@ BODY = {
 }
 
 
-def body_for(number: int) -> dict:
-    """BODY with a user message of its own, so no request repeats another's text (and the
+def with_tools(count: int) -> dict:
+    """BODY offering `count` tools, as an agent's request does (the same ones every time)."""
+    if not count:
+        return BODY
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": f"tool_{i}",
+                "description": f"Look up record kind {i} of an order.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {
+                        "order_id": {"type": "string", "description": "The order number."},
+                        "detail": {"type": "string", "enum": ["short", "full"]},
+                    },
+                    "required": ["order_id"],
+                },
+            },
+        }
+        for i in range(count)
+    ]
+    return {**BODY, "tools": tools}
+
+
+def body_for(number: int, body: dict = BODY) -> dict:
+    """`body` with a user message of its own, so no request repeats another's text (and the
     answer, which echoes it, differs too): only the system prompt recurs, as in real traffic."""
     question = f"Where is my order {number:06d}? It was due Monday, please check."
-    return {**BODY, "messages": [BODY["messages"][0], {"role": "user", "content": question}]}
+    return {**body, "messages": [body["messages"][0], {"role": "user", "content": question}]}
 
 
 def prepare_registry(upstream_url: str) -> tuple[str, str, str]:
@@ -125,7 +150,12 @@ def wait_for(url: str, seconds: float = 60) -> None:
 
 
 async def closed_loop(
-    url: str, headers: dict, clients: int, per_client: int, session_length: int = 10
+    url: str,
+    headers: dict,
+    clients: int,
+    per_client: int,
+    session_length: int = 10,
+    body: dict = BODY,
 ) -> list[float]:
     """`clients` concurrent clients, each sending `per_client` requests back to back (ms),
     starting a session no server has seen every `session_length` requests. Each client
@@ -141,7 +171,7 @@ async def closed_loop(
                 sid = f"{run}-{index}-{i // session_length}" if i >= 0 else f"{run}-{index}-w"
                 async with session.post(
                     url,
-                    json=body_for(index * 100_000 + i + 1),
+                    json=body_for(index * 100_000 + i + 1, body),
                     headers={**headers, "X-Session-Id": sid},
                 ) as r:
                     await r.read()
@@ -153,7 +183,9 @@ async def closed_loop(
     return latencies
 
 
-async def open_loop(url: str, headers: dict, rate: float, seconds: float) -> list[float]:
+async def open_loop(
+    url: str, headers: dict, rate: float, seconds: float, body: dict = BODY
+) -> list[float]:
     """Requests started at a fixed rate regardless of completions (ms latencies)."""
     latencies: list[float] = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
@@ -161,7 +193,7 @@ async def open_loop(url: str, headers: dict, rate: float, seconds: float) -> lis
         async def one(i: int) -> None:
             started = time.perf_counter()
             async with session.post(
-                url, json=body_for(i), headers={**headers, "X-Session-Id": f"o{i // 10}"}
+                url, json=body_for(i, body), headers={**headers, "X-Session-Id": f"o{i // 10}"}
             ) as r:
                 await r.read()
             latencies.append((time.perf_counter() - started) * 1000)
@@ -303,7 +335,12 @@ class Target:
 
 
 def closed_loop_round(
-    targets: dict[str, Target], clients: int, per_client: int, rounds: int, session_length: int
+    targets: dict[str, Target],
+    clients: int,
+    per_client: int,
+    rounds: int,
+    session_length: int,
+    body: dict,
 ) -> dict[str, tuple[float, float, float, float]]:
     """Per target: p50 and p99 latency (ms), and CPU per request (ms) of its server process
     and of that process's children (a gateway's capture drain), the targets interleaved."""
@@ -314,7 +351,7 @@ def closed_loop_round(
             pid = target.process.pid if target.process else None
             before = tree_cpu(pid) if pid else (0.0, 0.0)
             runs[name] += asyncio.run(
-                closed_loop(target.url, target.headers, clients, per_client, session_length)
+                closed_loop(target.url, target.headers, clients, per_client, session_length, body)
             )
             after = tree_cpu(pid) if pid else (0.0, 0.0)
             cpu[name][0] += after[0] - before[0]
@@ -355,11 +392,18 @@ def main() -> None:
         help="also run the gateway of another checkout (e.g. `git worktree add /tmp/before "
         "HEAD`), interleaved, on its own registry schema: before and after in one run",
     )
+    parser.add_argument(
+        "--tools",
+        type=int,
+        default=0,
+        help="tools each request offers (an agent's requests carry its tool schemas)",
+    )
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
 
     import tempfile
 
+    body = with_tools(args.tools)
     upstream, upstream_url = start_upstream(20)
     url, schema, key = prepare_registry(upstream_url)
     schemas = [schema]
@@ -392,21 +436,25 @@ def main() -> None:
                 )
             for name in ("bare", "gateway", "compared"):  # warm caches and pools
                 if name in targets:
-                    asyncio.run(closed_loop(targets[name].url, targets[name].headers, 4, 20))
+                    asyncio.run(
+                        closed_loop(targets[name].url, targets[name].headers, 4, 20, body=body)
+                    )
             rows = []
             for clients in [int(c) for c in args.clients.split(",") if c]:
                 per_client = max(10, args.requests // clients)
                 row = closed_loop_round(
-                    targets, clients, per_client, args.rounds, args.session_length
+                    targets, clients, per_client, args.rounds, args.session_length, body
                 )
                 rows.append((clients, row))
                 print(f"{clients:3d} clients  " + _summary(row))
             knee = None
             sweep = []
             for rate in [int(r) for r in args.rates.split(",") if r]:
-                d = asyncio.run(open_loop(targets["direct"].url, {}, rate, 3))
+                d = asyncio.run(open_loop(targets["direct"].url, {}, rate, 3, body))
                 gateway_target = targets["gateway"]
-                g = asyncio.run(open_loop(gateway_target.url, gateway_target.headers, rate, 3))
+                g = asyncio.run(
+                    open_loop(gateway_target.url, gateway_target.headers, rate, 3, body)
+                )
                 added = statistics.median(g) - statistics.median(d)
                 sweep.append((rate, added))
                 print(f"open loop {rate:4d} req/s: added p50 {added:6.2f} ms")
@@ -449,6 +497,7 @@ def _report(args, rows, sweep, knee, capture_rate: float, capture_lost: int) -> 
         f"python -m benchmarks.gateway_latency --requests {args.requests} "
         f"--rounds {args.rounds} --capture-events {args.capture_events} "
         f"--clients {args.clients} --rates {args.rates} --session-length {args.session_length}"
+        + (f" --tools {args.tools}" if args.tools else "")
         + (f" --compare {args.compare}" if args.compare else "")
     )
     compared = bool(args.compare)
