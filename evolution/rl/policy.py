@@ -90,22 +90,66 @@ class Policy:
         (`atdp.tool_text.ToolCallGuide`), as the local engine serves it; the logprobs stay
         the model's own, as they are there.
         """
+        (completions,) = self.sample_many(
+            [prompt],
+            n,
+            max_new_tokens=max_new_tokens,
+            temperature=temperature,
+            generator=generator,
+            tool_names=[tool_names],
+        )
+        return completions
+
+    def sample_many(
+        self,
+        prompts: Sequence[Sequence[int]],
+        n: int,
+        *,
+        max_new_tokens: int,
+        temperature: float = 1.0,
+        generator: Any = None,
+        tool_names: Sequence[Sequence[str]] | None = None,
+    ) -> list[list[Completion]]:
+        """`sample` for several prompts at once: `n` completions of each, in one batch.
+
+        Each prompt is read once and its KV cache copied to its `n` rows, and a small
+        model on a CPU spends much of a decoding step on per-call overhead, so one batch of
+        all a training step's groups samples faster than a batch per group. Shorter prompts
+        are padded on the left (masked, with positions counted from their first real
+        token), so each row sees what it would alone.
+
+        Args:
+            tool_names: per prompt, the tools its tool calls are kept to (see `sample`).
+        """
         import torch
 
-        guide = self._guide(tool_names)
-        written = [""] * n  # each row's text so far, for the guide
-        ids = torch.tensor([list(prompt)] * n, device=self.device)
-        finished = torch.zeros(n, dtype=torch.bool, device=self.device)
+        guides = [self._guide(names) for names in (tool_names or [()] * len(prompts))]
+        rows = [(g, i * n, (i + 1) * n) for i, g in enumerate(guides) if g is not None]
+        width = max(len(p) for p in prompts)
+        padded = any(len(p) < width for p in prompts)
+        ids = torch.tensor(
+            [[self.pad_id] * (width - len(p)) + list(p) for p in prompts], device=self.device
+        )
+        extra: dict[str, Any] = {}
+        if padded:
+            mask = torch.tensor(
+                [[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device
+            )
+            # Positions matter to models with absolute ones; rotary ones only see distances.
+            extra = {"attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp(min=0)}
+        written = [""] * (len(prompts) * n)  # each row's text so far, for the guides
+        finished = torch.zeros(len(written), dtype=torch.bool, device=self.device)
         tokens: list[torch.Tensor] = []
         logprobs: list[torch.Tensor] = []
-        cache = None
-        step_input = ids
         with torch.no_grad():
-            for _ in range(max_new_tokens):
-                out = self.model(input_ids=step_input, use_cache=True, **{self._cache_kwarg: cache})
-                cache = out.get("cache") if out.get("cache") is not None else out.past_key_values
-                logits = out.logits[:, -1, :].float()
-                drawn = guide.restrict(logits, written) if guide else logits
+            # Each prompt is read once; its cache is then copied to its n rows.
+            out = self.model(input_ids=ids, use_cache=True, **extra)
+            cache = _cache_of(out)
+            cache.batch_repeat_interleave(n)
+            logits = out.logits[:, -1, :].float().repeat_interleave(n, dim=0)
+            extra = {key: value.repeat_interleave(n, dim=0) for key, value in extra.items()}
+            while True:
+                drawn = _restricted(logits, written, rows)
                 if temperature > 0:
                     logp = torch.log_softmax(logits / temperature, dim=-1)
                     probs = torch.softmax(drawn / temperature, dim=-1)
@@ -117,13 +161,24 @@ class Policy:
                 tokens.append(token)
                 logprobs.append(logp.gather(1, token[:, None]).squeeze(1))
                 finished |= token == self.eos_id
-                if bool(finished.all()):
+                if bool(finished.all()) or len(tokens) == max_new_tokens:
                     break
-                if guide:
+                if rows:
                     pieces = [self._pieces[t] for t in token.tolist()]
                     written = [text + piece for text, piece in zip(written, pieces, strict=True)]
-                step_input = token[:, None]
-        return [self._completion(i, tokens, logprobs) for i in range(n)]
+                if padded:
+                    mask = extra["attention_mask"]
+                    extra = {
+                        "attention_mask": torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1),
+                        "position_ids": extra["position_ids"][:, -1:] + 1,
+                    }
+                out = self.model(
+                    input_ids=token[:, None], use_cache=True, **{self._cache_kwarg: cache}, **extra
+                )
+                cache = _cache_of(out)
+                logits = out.logits[:, -1, :].float()
+        completions = [self._completion(row, tokens, logprobs) for row in range(len(written))]
+        return [completions[i * n : (i + 1) * n] for i in range(len(prompts))]
 
     def _guide(self, tool_names: Sequence[str]) -> ToolCallGuide | None:
         key = tuple(sorted(set(tool_names)))
@@ -179,3 +234,21 @@ class Policy:
             logp = torch.log_softmax(logits, dim=-1)
             chosen = logp.gather(2, ids[:, len(prompt) :, None]).squeeze(2)
         return chosen * mask, mask
+
+
+def _cache_of(out: Any) -> Any:
+    """The KV cache a forward pass returned (transformers 5 calls it `cache`)."""
+    return out.get("cache") if out.get("cache") is not None else out.past_key_values
+
+
+def _restricted(logits: Any, written: list[str], rows: list[tuple[ToolCallGuide, int, int]]) -> Any:
+    """`logits` with each guide's restriction applied to its rows [start, stop)."""
+    drawn = logits
+    for guide, start, stop in rows:
+        part = logits[start:stop]
+        limited = guide.restrict(part, written[start:stop])
+        if limited is not part:
+            if drawn is logits:
+                drawn = logits.clone()
+            drawn[start:stop] = limited
+    return drawn

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from atdp.tool_text import offered_tool_names
 from evolution.rl.objectives import ObjectiveConfig, group_advantages, mixed_groups, policy_loss
-from evolution.rl.policy import Policy
+from evolution.rl.policy import Completion, Policy
 from evolution.rl.rewards import RewardFunction
 from evolution.rl.samples import RecordedPrompt
 
@@ -181,17 +181,19 @@ def draw_groups(
     `fill_draws` more while fewer than `prompts_per_step` groups have mixed rewards.
 
     Only mixed groups carry a gradient, so on traffic the model mostly gets right most draws
-    are wasted; DAPO fills its batch the same way.
+    are wasted; DAPO fills its batch the same way. The groups of one draw are sampled in one
+    batch (`Policy.sample_many`), so a fill draws as many groups as are still missing.
     """
 
-    def draw() -> dict[str, Any]:
-        return _group(policy, usable[rng.randrange(len(usable))], reward, config, generator)
+    def draw(count: int) -> list[dict[str, Any]]:
+        chosen = [usable[rng.randrange(len(usable))] for _ in range(count)]
+        return _groups(policy, chosen, reward, config, generator)
 
-    groups = [draw() for _ in range(config.prompts_per_step)]
+    groups = draw(config.prompts_per_step)
     extra = config.fill_draws if config.dynamic_sampling else 0
-    while extra > 0 and len(_mixed(groups)) < config.prompts_per_step:
-        groups.append(draw())
-        extra -= 1
+    while extra > 0 and (missing := config.prompts_per_step - len(_mixed(groups))) > 0:
+        groups += draw(min(extra, missing))
+        extra -= min(extra, missing)
     return groups
 
 
@@ -235,24 +237,42 @@ def update_policy(
     }
 
 
-def _group(
+def _groups(
     policy: Policy,
-    prompt: RecordedPrompt,
+    prompts: Sequence[RecordedPrompt],
     reward: RewardFunction,
     config: TrainConfig,
     generator: Any,
-) -> dict[str, Any]:
-    """The group of one prompt: fresh samples, plus the recorded completion when usable."""
-    ids = policy.prompt_ids(prompt.messages, prompt.tools)
+) -> list[dict[str, Any]]:
+    """The group of each prompt: fresh samples (all prompts' in one batch), plus the
+    recorded completion when usable."""
+    ids = [policy.prompt_ids(prompt.messages, prompt.tools) for prompt in prompts]
     policy.model.eval()
-    samples = policy.sample(
+    sampled = policy.sample_many(
         ids,
         config.group_size,
         max_new_tokens=config.max_new_tokens,
         temperature=config.temperature,
         generator=generator,
-        tool_names=offered_tool_names(prompt.tools) if config.guide_tool_names else (),
+        tool_names=[
+            offered_tool_names(prompt.tools) if config.guide_tool_names else ()
+            for prompt in prompts
+        ],
     )
+    return [
+        _group(policy, prompt, prompt_ids, samples, reward, config)
+        for prompt, prompt_ids, samples in zip(prompts, ids, sampled, strict=True)
+    ]
+
+
+def _group(
+    policy: Policy,
+    prompt: RecordedPrompt,
+    ids: list[int],
+    samples: list[Completion],
+    reward: RewardFunction,
+    config: TrainConfig,
+) -> dict[str, Any]:
     completions = [s.token_ids for s in samples]
     behaviour = [s.logprobs for s in samples]
     texts = [s.text for s in samples]
@@ -323,18 +343,27 @@ def evaluate(
     if not usable:
         raise ValueError("no held-out prompt has a reference action to score against")
     generator = torch.Generator(device=policy.device).manual_seed(seed)
-    total = 0.0
-    for prompt in usable:
-        completions = policy.sample(
-            policy.prompt_ids(prompt.messages, prompt.tools),
+    scores: list[float] = []
+    for start in range(0, len(usable), _EVALUATION_BATCH):
+        batch = usable[start : start + _EVALUATION_BATCH]
+        sampled = policy.sample_many(
+            [policy.prompt_ids(prompt.messages, prompt.tools) for prompt in batch],
             samples,
             max_new_tokens=max_new_tokens,
             temperature=temperature,
             generator=generator,
-            tool_names=offered_tool_names(prompt.tools) if guide_tool_names else (),
+            tool_names=[
+                offered_tool_names(prompt.tools) if guide_tool_names else () for prompt in batch
+            ],
         )
-        total += sum(reward(prompt, c.text) for c in completions) / samples
-    return total / len(usable)
+        scores += [
+            sum(reward(prompt, c.text) for c in completions) / samples
+            for prompt, completions in zip(batch, sampled, strict=True)
+        ]
+    return sum(scores) / len(scores)
+
+
+_EVALUATION_BATCH = 16  # prompts sampled together (memory grows with the batch)
 
 
 # --- weights and checkpoints --------------------------------------------------------------

@@ -1,0 +1,76 @@
+"""Sampling several prompts in one batch gives each what it would get alone."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("transformers")
+
+import torch  # noqa: E402
+
+from evolution.rl.policy import Policy  # noqa: E402
+from evolution.rl.tiny import TinyModelSpec, init_tiny  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "lookup_order",
+            "description": "Find an order.",
+            "parameters": {"type": "object", "properties": {"id": {"type": "string"}}},
+        },
+    }
+]
+CHATS = [
+    [{"role": "user", "content": "Where is my order?"}],
+    [
+        {"role": "system", "content": "You answer questions about Acme's shop. " * 4},
+        {"role": "user", "content": "How long are gift cards valid?"},
+    ],
+    [{"role": "user", "content": "Hi"}],
+]
+
+
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory) -> Policy:
+    return Policy.load(init_tiny(tmp_path_factory.mktemp("tiny"), TinyModelSpec(seed=3)))
+
+
+@pytest.fixture(scope="module")
+def prompts(policy) -> list[list[int]]:
+    ids = [policy.prompt_ids(chat, TOOLS if i != 1 else None) for i, chat in enumerate(CHATS)]
+    assert len({len(p) for p in ids}) == len(ids)  # all lengths differ: rows are padded
+    return ids
+
+
+TOOL_NAMES = [["lookup_order"], [], ["lookup_order"]]
+
+
+def test_a_batch_of_prompts_decodes_greedily_as_each_prompt_alone(policy, prompts) -> None:
+    alone = [
+        policy.sample(p, 2, max_new_tokens=24, temperature=0, tool_names=names)
+        for p, names in zip(prompts, TOOL_NAMES, strict=True)
+    ]
+    together = policy.sample_many(
+        prompts, 2, max_new_tokens=24, temperature=0, tool_names=TOOL_NAMES
+    )
+    assert [[c.token_ids for c in group] for group in together] == [
+        [c.token_ids for c in group] for group in alone
+    ]
+    for group_alone, group_together in zip(alone, together, strict=True):
+        for a, b in zip(group_alone, group_together, strict=True):
+            assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+
+def test_sampled_logprobs_are_the_models_own_for_every_padded_row(policy, prompts) -> None:
+    generator = torch.Generator().manual_seed(0)
+    together = policy.sample_many(prompts, 3, max_new_tokens=16, generator=generator)
+    for prompt, group in zip(prompts, together, strict=True):
+        assert len(group) == 3
+        recomputed, mask = policy.token_logprobs(prompt, [c.token_ids for c in group])
+        for row, completion in enumerate(group):
+            width = len(completion.token_ids)
+            assert mask[row, :width].sum() == width
+            assert recomputed[row, :width].tolist() == pytest.approx(completion.logprobs, abs=1e-4)
