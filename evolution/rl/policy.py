@@ -45,6 +45,8 @@ class Policy:
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         forward = inspect.signature(base.forward).parameters
         self._cache_kwarg = "cache" if "cache" in forward else "past_key_values"
+        # Whether the model takes a KV cache (a megatron view, say, does not).
+        self._caches = bool({"cache", "past_key_values"} & set(forward))
         self._pieces: list[str] = []  # each token's text, for the tool-call guide
         self._guides: dict[tuple[str, ...], ToolCallGuide] = {}
 
@@ -215,6 +217,10 @@ class Policy:
     ) -> tuple[Any, Any]:
         """Per-token logprobs of each completion after one shared prompt.
 
+        A model that takes a KV cache reads the prompt once, for all completions, which
+        for short completions after a long prompt is most of the work saved (the gradient
+        flows through the shared prompt as it would through each copy).
+
         Returns:
             (logprobs, mask): tensors of shape [len(completions), longest completion]; the mask
             is 1 where a completion has a token. With `grad` the logprobs carry gradients.
@@ -228,12 +234,32 @@ class Policy:
             [[1.0] * len(c) + [0.0] * (width - len(c)) for c in completions], device=self.device
         )
         with torch.set_grad_enabled(grad):
-            logits = self.model(input_ids=ids).logits[:, len(prompt) - 1 : -1, :].float()
+            if self._caches and len(completions) > 1:
+                logits = self._after_shared_prompt(prompt, ids[:, len(prompt) :]).float()
+            else:
+                logits = self.model(input_ids=ids).logits[:, len(prompt) - 1 : -1, :].float()
             if temperature > 0:
                 logits = logits / temperature
             logp = torch.log_softmax(logits, dim=-1)
             chosen = logp.gather(2, ids[:, len(prompt) :, None]).squeeze(2)
         return chosen * mask, mask
+
+    def _after_shared_prompt(self, prompt: Sequence[int], completions: Any) -> Any:
+        """The logits that predict each token of `completions` (rows of ids) after `prompt`,
+        the prompt run once and its KV cache copied to every row."""
+        import torch
+
+        rows = completions.shape[0]
+        out = self.model(input_ids=torch.tensor([list(prompt)], device=self.device), use_cache=True)
+        first = out.logits[:, -1:, :].expand(rows, -1, -1)  # predicts each first token
+        if completions.shape[1] == 1:
+            return first
+        cache = _cache_of(out)
+        cache.batch_repeat_interleave(rows)
+        rest = self.model(
+            input_ids=completions[:, :-1], use_cache=True, **{self._cache_kwarg: cache}
+        ).logits
+        return torch.cat([first, rest], dim=1)
 
 
 def _cache_of(out: Any) -> Any:

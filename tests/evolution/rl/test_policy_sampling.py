@@ -74,3 +74,29 @@ def test_sampled_logprobs_are_the_models_own_for_every_padded_row(policy, prompt
             width = len(completion.token_ids)
             assert mask[row, :width].sum() == width
             assert recomputed[row, :width].tolist() == pytest.approx(completion.logprobs, abs=1e-4)
+
+
+def test_scoring_after_a_shared_prompt_matches_scoring_each_pair_whole(policy, prompts) -> None:
+    """Logprobs and their gradients are those of the full (prompt + completion) passes."""
+    assert policy._caches  # an HF model takes a KV cache: the shared path is the default
+    generator = torch.Generator().manual_seed(1)
+    (group,) = policy.sample_many(prompts[1:2], 4, max_new_tokens=12, generator=generator)
+    completions = [c.token_ids for c in group] + [[7]]  # a one-token completion too
+
+    def scored(share: bool) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        policy.model.zero_grad()
+        policy._caches = share
+        try:
+            logprobs, mask = policy.token_logprobs(prompts[1], completions, grad=True)
+        finally:
+            policy._caches = True
+        (logprobs * torch.arange(1.0, mask.shape[1] + 1)).sum().backward()
+        grads = [p.grad.clone() for p in policy.model.parameters() if p.grad is not None]
+        return logprobs.detach(), grads
+
+    shared, shared_grads = scored(True)
+    whole, whole_grads = scored(False)
+    assert torch.allclose(shared, whole, atol=1e-5)
+    assert len(shared_grads) == len(whole_grads) > 0
+    for a, b in zip(shared_grads, whole_grads, strict=True):
+        assert torch.allclose(a, b, atol=1e-4, rtol=1e-3)
