@@ -57,11 +57,12 @@ class TrainingActivities:
     @activity.defn
     def train_policy(self, request: CandidateRequest) -> Candidate:
         """Train the parent's weights on the window; resumes from its last checkpoint."""
-        from evolution.rl.trainer import train
+        from evolution.rl.trainer import train, use_threads
 
         parent, settings, prompts = self._inputs(request)
         train_prompts, held_out = self._split(prompts, settings)
         config = settings.train_config(device=self.device)
+        use_threads(config.threads)  # for the held-out evaluations too
         out_dir = self.checkpoint_root / request.agent / request.evolution_id
         training_reward, reward = job_rewards(settings)
         base = Path(parent.spec.model.checkpoint or "")

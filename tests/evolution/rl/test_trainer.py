@@ -16,7 +16,13 @@ torch = pytest.importorskip("torch")
 from evolution.rl.objectives import ObjectiveConfig  # noqa: E402
 from evolution.rl.samples import RecordedPrompt  # noqa: E402
 from evolution.rl.tiny import TinyModelSpec, init_tiny  # noqa: E402
-from evolution.rl.trainer import LoraSettings, TrainConfig, latest_checkpoint, train  # noqa: E402
+from evolution.rl.trainer import (  # noqa: E402
+    LoraSettings,
+    TrainConfig,
+    latest_checkpoint,
+    train,
+    use_threads,
+)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -136,3 +142,15 @@ def test_dynamic_sampling_fills_the_batch_with_groups_that_teach(base, tmp_path)
     )
     assert min(m.groups_used for m in plain.history) < 2
     assert [m.groups_used for m in filled.history] == [2] * 6
+
+
+def test_a_job_uses_every_cpu_unless_told_otherwise_whatever_the_process_had_set() -> None:
+    import os
+
+    import torch
+
+    cpus = len(os.sched_getaffinity(0))
+    use_threads(None)  # after one_torch_thread (as a worker's local engine sets it)
+    assert torch.get_num_threads() == cpus
+    use_threads(1)
+    assert torch.get_num_threads() == 1
