@@ -67,7 +67,7 @@ def facts(rows: Sequence[EvolutionRow]) -> list[Fact]:
                 Fact(
                     f"{row.round}: promoted with a measured reward improvement",
                     better,
-                    f"{row.outcome}; reward {_num(row.reward_before)} -> {_num(row.reward_after)}"
+                    f"{row.outcome}; reward {_change(row.reward_before, row.reward_after)}"
                     + ("" if row.outcome == "promoted" else f" ({row.outcome_reason})"),
                 )
             )
@@ -171,6 +171,13 @@ def _failed_gate(row: EvolutionRow) -> str | None:
     failed = [g["gate"] for g in row.gates if g.get("verdict") == "fail"]
     undecided = [g["gate"] for g in row.gates if g.get("verdict") != "pass"]
     return (failed or undecided or [None])[-1]
+
+
+def _change(before: float | None, after: float | None) -> str:
+    """`before -> after (+delta)`, to three places: a small gain must not read as none."""
+    if before is None or after is None:
+        return f"{_num(before)} -> {_num(after)}"
+    return f"{before:.3f} -> {after:.3f} ({after - before:+.3f})"
 
 
 def _num(value: float | None) -> str:
