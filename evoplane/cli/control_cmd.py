@@ -207,6 +207,7 @@ def api(
     """Serve the control API (start, follow, approve and roll back evolutions)."""
     import uvicorn
 
+    from evoplane.cli.gateway_cmd import KEEP_ALIVE_SECONDS
     from evoplane.control import ControlConfig, admin_token, create_control_app
     from evoplane.worker import connect
     from registry import check_schema, create_db_engine
@@ -223,5 +224,9 @@ def api(
         temporal_ui_url=settings.temporal_ui_url,
     )
     uvicorn.run(
-        create_control_app(config), host=settings.host, port=settings.api_port, log_level="warning"
+        create_control_app(config),
+        host=settings.host,
+        port=settings.api_port,
+        log_level="warning",
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )

@@ -29,6 +29,14 @@ def gateway_config(settings: Settings):
     )
 
 
+# How long an idle client connection stays open. Longer than the idle expiry of agents' HTTP
+# clients (httpx, under the openai SDK, drops idle connections after 5 s): with uvicorn's
+# default, also 5 s, a client could send a request on a connection the server was closing
+# at that moment, and fail with "Server disconnected without sending a response" (seen in
+# the demo, on a POST that an SDK does not retry).
+KEEP_ALIVE_SECONDS = 75
+
+
 def gateway(
     port: int | None = typer.Option(None, help="Port [env: EVOPLANE_GATEWAY_PORT, default 8400]."),
     host: str | None = typer.Option(None, help="Bind address [env: EVOPLANE_HOST]."),
@@ -50,5 +58,10 @@ def gateway(
     gc.freeze()
     gc.set_threshold(20_000, 50, 100)
     uvicorn.run(
-        app, host=settings.host, port=settings.gateway_port, log_level="warning", access_log=False
+        app,
+        host=settings.host,
+        port=settings.gateway_port,
+        log_level="warning",
+        access_log=False,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )

@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
+
 from registry import head_revision
+from tests.conftest import free_port
 
 EVOPLANE = str(Path(sys.executable).parent / "evoplane")
 
@@ -107,3 +114,48 @@ def test_a_tenant_may_keep_sealed_raw_copies_for_named_readers(tmp_path: Path) -
     with transaction(engine) as session:
         policy = get_tenant(session, "acme").policy
     assert policy.seal_raw and policy.sealed_readers == ["rl-job"]
+
+
+def _get_on(connection: socket.socket, path: str) -> bytes:
+    """One HTTP/1.1 GET on an open connection; the response's head and body (b"" at EOF)."""
+    connection.sendall(f"GET {path} HTTP/1.1\r\nHost: gateway\r\n\r\n".encode())
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = connection.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(re.search(rb"content-length: (\d+)", head, re.IGNORECASE).group(1))
+    while len(body) < length:
+        body += connection.recv(65536)
+    return data
+
+
+@pytest.mark.slow
+def test_the_gateway_keeps_an_idle_connection_past_an_sdk_clients_expiry(tmp_path) -> None:
+    """httpx (under the openai SDK) reuses an idle connection for 5 s: a server that closes
+    idle connections at 5 s too races it, and a request sent as it closes is lost."""
+    port = free_port()
+    env = {"EVOPLANE_DATA_DIR": str(tmp_path), "EVOPLANE_GATEWAY_PORT": str(port)}
+    assert run("db", "upgrade", env=env).returncode == 0
+    base = {k: v for k, v in os.environ.items() if not k.startswith("EVOPLANE_")}
+    gateway = subprocess.Popen(
+        [EVOPLANE, "gateway"], env={**base, **env}, stderr=subprocess.PIPE, start_new_session=True
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                connection = socket.create_connection(("127.0.0.1", port), timeout=10)
+                break
+            except OSError:
+                assert time.monotonic() < deadline and gateway.poll() is None, "no gateway"
+                time.sleep(0.2)
+        with connection:
+            assert _get_on(connection, "/healthz").startswith(b"HTTP/1.1 200")
+            time.sleep(6.5)  # idle past 5 s, on the same connection
+            assert _get_on(connection, "/healthz").startswith(b"HTTP/1.1 200")
+    finally:
+        os.killpg(gateway.pid, signal.SIGTERM)
+        gateway.wait(timeout=30)
