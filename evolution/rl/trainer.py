@@ -173,8 +173,8 @@ def use_threads(threads: int | None) -> None:
     """torch's CPU threads for a training job: `threads`, or every CPU this process may use.
 
     The setting is process-wide, and a worker's local engines may have set it to 1 (best for
-    serving a small model to many callers, `EVOPLANE_LOCAL_THREADS`): a job that kept that
-    trained a third slower on two cores, measured in the demo.
+    serving a small model to many callers, `EVOPLANE_LOCAL_THREADS`); a training job should
+    not inherit that by accident.
     """
     import torch
 
@@ -204,8 +204,9 @@ def draw_groups(
     groups = draw(config.prompts_per_step)
     extra = config.fill_draws if config.dynamic_sampling else 0
     while extra > 0 and (missing := config.prompts_per_step - len(_mixed(groups))) > 0:
-        groups += draw(min(extra, missing))
-        extra -= min(extra, missing)
+        count = min(extra, missing)
+        groups += draw(count)
+        extra -= count
     return groups
 
 
@@ -258,23 +259,46 @@ def _groups(
 ) -> list[dict[str, Any]]:
     """The group of each prompt: fresh samples (all prompts' in one batch), plus the
     recorded completion when usable."""
-    ids = [policy.prompt_ids(prompt.messages, prompt.tools) for prompt in prompts]
     policy.model.eval()
-    sampled = policy.sample_many(
-        ids,
+    ids, sampled = _sample_prompts(
+        policy,
+        prompts,
         config.group_size,
         max_new_tokens=config.max_new_tokens,
         temperature=config.temperature,
         generator=generator,
-        tool_names=[
-            offered_tool_names(prompt.tools) if config.guide_tool_names else ()
-            for prompt in prompts
-        ],
+        guide_tool_names=config.guide_tool_names,
     )
     return [
         _group(policy, prompt, prompt_ids, samples, reward, config)
         for prompt, prompt_ids, samples in zip(prompts, ids, sampled, strict=True)
     ]
+
+
+def _sample_prompts(
+    policy: Policy,
+    prompts: Sequence[RecordedPrompt],
+    n: int,
+    *,
+    max_new_tokens: int,
+    temperature: float,
+    generator: Any,
+    guide_tool_names: bool,
+) -> tuple[list[list[int]], list[list[Completion]]]:
+    """Each recorded prompt's token ids, and `n` completions of each, sampled in one batch
+    (tool-call heads kept to the prompt's offered tools with `guide_tool_names`)."""
+    ids = [policy.prompt_ids(prompt.messages, prompt.tools) for prompt in prompts]
+    sampled = policy.sample_many(
+        ids,
+        n,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        generator=generator,
+        tool_names=[
+            offered_tool_names(prompt.tools) if guide_tool_names else () for prompt in prompts
+        ],
+    )
+    return ids, sampled
 
 
 def _group(
@@ -358,15 +382,14 @@ def evaluate(
     scores: list[float] = []
     for start in range(0, len(usable), _EVALUATION_BATCH):
         batch = usable[start : start + _EVALUATION_BATCH]
-        sampled = policy.sample_many(
-            [policy.prompt_ids(prompt.messages, prompt.tools) for prompt in batch],
+        _, sampled = _sample_prompts(
+            policy,
+            batch,
             samples,
             max_new_tokens=max_new_tokens,
             temperature=temperature,
             generator=generator,
-            tool_names=[
-                offered_tool_names(prompt.tools) if guide_tool_names else () for prompt in batch
-            ],
+            guide_tool_names=guide_tool_names,
         )
         scores += [
             sum(reward(prompt, c.text) for c in completions) / samples
