@@ -128,8 +128,11 @@ def _get_on(connection: socket.socket, path: str) -> bytes:
     head, _, body = data.partition(b"\r\n\r\n")
     length = int(re.search(rb"content-length: (\d+)", head, re.IGNORECASE).group(1))
     while len(body) < length:
-        body += connection.recv(65536)
-    return data
+        chunk = connection.recv(65536)
+        if not chunk:
+            break
+        body += chunk
+    return head + b"\r\n\r\n" + body
 
 
 @pytest.mark.slow
