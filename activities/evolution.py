@@ -357,13 +357,28 @@ class EvolutionActivities:
         with transaction(self.engine) as session:
             state = current_aliases(session, change.agent)
             current = getattr(state, change.alias)
-            weight_now = state.canary_weight if change.alias == "canary" else None
-            wanted_weight = change.weight if change.alias == "canary" else None
+            weighted = change.alias in ("canary", "holdback")
+            weight_now = getattr(state, f"{change.alias}_weight") if weighted else None
+            wanted_weight = change.weight if weighted else None
             if current == change.version_id and (
                 change.version_id is None or weight_now == wanted_weight
             ):
                 history = alias_history(session, change.agent, Alias(change.alias))
                 return history[-1].at if history else utcnow()
+            if (
+                change.alias == "canary"
+                and change.weight is not None
+                and change.weight + state.holdback_weight > 1.0
+            ):
+                set_alias(  # the canary needs the holdback's sessions: the holdback ends
+                    session,
+                    change.agent,
+                    Alias.HOLDBACK,
+                    None,
+                    actor=change.actor,
+                    reason=f"a {change.weight:.0%} canary needs the holdback's share",
+                    evolution_id=change.evolution_id,
+                )
             move = set_alias(
                 session,
                 change.agent,
@@ -408,7 +423,8 @@ class EvolutionActivities:
 
     @activity.defn
     def rollback(self, request: RollbackRequest) -> RollbackResult:
-        """Stable back to `to_version` (default: the stable before it); canary and shadow cleared.
+        """Stable back to `to_version` (default: the stable before it); canary, shadow and
+        holdback cleared.
 
         The move is tagged with the workflow id, so a retry finds it done instead of
         rolling back a second time.
@@ -442,7 +458,7 @@ class EvolutionActivities:
                     reason=reason,
                     evolution_id=marker,
                 )
-            for alias in (Alias.CANARY, Alias.SHADOW):
+            for alias in (Alias.CANARY, Alias.SHADOW, Alias.HOLDBACK):
                 if getattr(current_aliases(session, request.agent), alias.value) is not None:
                     set_alias(
                         session,

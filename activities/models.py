@@ -169,7 +169,7 @@ class LiveGateRequest(_Message):
 
 class AliasChange(_Message):
     agent: str
-    alias: Literal["stable", "canary", "shadow"]
+    alias: Literal["stable", "canary", "shadow", "holdback"]
     version_id: str | None
     weight: float | None = None
     actor: str

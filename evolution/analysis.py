@@ -31,6 +31,7 @@ from evolution.window import (
     Mean,
     Rate,
     Regression,
+    RegressionDesign,
     WindowSpec,
     WindowStats,
 )
@@ -833,17 +834,29 @@ def _canary(
 
 
 def _regression(session: Session, spec: WindowSpec, until: datetime) -> Regression | None:
-    """The current stable since its promotion against its parent just before it.
+    """The current stable since its promotion against its parent.
 
-    Both periods are equally long, so a weekly rhythm in the traffic weighs on both alike.
+    On the same traffic when the parent has been held back since the promotion (a share of
+    new sessions stays on it): that comparison is immune to drift in what users ask.
+    Otherwise the parent just before the promotion, over an equally long period, so a
+    weekly rhythm in the traffic weighs on both alike, but a drift that came with the
+    promotion weighs on the stable alone. A holdback with too few rewards yet confirms
+    nothing; the before/after comparison is not used in its place.
     """
     promotion = _last_promotion(session, spec.agent, until)
     if promotion is None:
         return None
     version_id, parent_id, promoted_at = promotion
-    span = until - promoted_at
-    current = _served_mean(session, spec, version_id, promoted_at, until)
-    parent = _served_mean(session, spec, parent_id, promoted_at - span, promoted_at)
+    held_since = _held_back_since(session, spec.agent, parent_id, promoted_at, until)
+    if held_since is not None:
+        current = _served_mean(session, spec, version_id, held_since, until)
+        parent = _served_mean(session, spec, parent_id, held_since, until)
+        design = RegressionDesign.HOLDBACK
+    else:
+        span = until - promoted_at
+        current = _served_mean(session, spec, version_id, promoted_at, until)
+        parent = _served_mean(session, spec, parent_id, promoted_at - span, promoted_at)
+        design = RegressionDesign.BEFORE_AFTER
     return Regression(
         version_id=version_id,
         parent_id=parent_id,
@@ -851,7 +864,24 @@ def _regression(session: Session, spec: WindowSpec, until: datetime) -> Regressi
         current=current,
         parent=parent,
         delta=_delta(current, parent),
+        design=design,
     )
+
+
+def _held_back_since(
+    session: Session, agent: str, parent_id: str, promoted_at: datetime, until: datetime
+) -> datetime | None:
+    """When the holdback on `parent_id` began, if one has run since the promotion and still
+    runs at `until`."""
+    moves = [
+        m for m in alias_history(session, agent, Alias.HOLDBACK) if promoted_at <= m.at <= until
+    ]
+    if not moves or moves[-1].version_id != parent_id:
+        return None
+    start = len(moves) - 1
+    while start > 0 and moves[start - 1].version_id == parent_id:
+        start -= 1
+    return moves[start].at
 
 
 def _last_promotion(

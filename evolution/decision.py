@@ -28,6 +28,7 @@ from evolution.window import (
     Mean,
     Rate,
     Regression,
+    RegressionDesign,
     WindowSpec,
     WindowStats,
 )
@@ -361,10 +362,14 @@ def _regression_finding(
         config.regression_tolerance,
     )
     if drop is None:
-        return None, f"stable {regression.version_id} vs its parent: {why_not}"
+        held = " (held back)" if regression.design is RegressionDesign.HOLDBACK else ""
+        return None, f"stable {regression.version_id} vs its parent{held}: {why_not}"
+    if regression.design is RegressionDesign.HOLDBACK:
+        against = f"its parent {regression.parent_id}, held back, on the same traffic"
+    else:
+        against = f"its parent {regression.parent_id} since its promotion"
     return drop, (
-        f"stable {regression.version_id} earns {drop:.2f} less reward than its parent "
-        f"{regression.parent_id} since its promotion "
+        f"stable {regression.version_id} earns {drop:.2f} less reward than {against} "
         f"({_interval(current)} vs {parent.mean:.2f}, n={current.n})"
     )
 
@@ -626,6 +631,7 @@ def _signals(stats: WindowStats) -> dict[str, Signal]:
         "canary_samples": stats.canary.canary.n if stats.canary else None,
         "regression_delta": stats.regression.delta if stats.regression else None,
         "regression_samples": stats.regression.current.n if stats.regression else None,
+        "regression_design": stats.regression.design.value if stats.regression else None,
         "cost_usd": stats.cost_usd,
         "cost_per_success": stats.cost_per_success,
     }

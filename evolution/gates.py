@@ -76,6 +76,9 @@ class GateConfig(_Value):
         step_weights: the canary's traffic share at each step, increasing.
         step_seconds, shadow_seconds: how long a canary step and the shadow gate observe.
         max_extensions: how often a marginal step may be extended before it counts as failed.
+        holdback_weight: share of new sessions kept on the replaced version after a
+            promotion, until the next promotion or rollback (0: none). The next evolution
+            compares the two on that same traffic instead of before against after.
         method: the significance test of live gates: Mann-Whitney U on the samples, or a
             bootstrap interval of the difference of means.
         bootstrap_resamples, seed: the bootstrap's size and seed (a verdict is reproducible).
@@ -94,6 +97,7 @@ class GateConfig(_Value):
     step_seconds: float = Field(default=1800.0, gt=0.0)
     shadow_seconds: float = Field(default=1800.0, gt=0.0)
     max_extensions: int = Field(default=2, ge=0)
+    holdback_weight: float = Field(default=0.1, ge=0.0, le=0.5)
     method: Literal["mann_whitney", "bootstrap"] = "mann_whitney"
     bootstrap_resamples: int = Field(default=2000, ge=100)
     seed: int = 0

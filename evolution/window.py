@@ -22,6 +22,7 @@ __all__ = [
     "Mean",
     "Rate",
     "Regression",
+    "RegressionDesign",
     "WindowSpec",
     "WindowStats",
 ]
@@ -130,8 +131,18 @@ class CanaryDelta(_Value):
     delta: float | None
 
 
+class RegressionDesign(StrEnum):
+    HOLDBACK = "holdback"
+    BEFORE_AFTER = "before_after"
+
+
 class Regression(_Value):
-    """The current stable against the version it replaced (set after a promotion)."""
+    """The current stable against the version it replaced (set after a promotion).
+
+    `design` says how they were compared: "holdback" on the same traffic since the
+    promotion (the replaced version kept a share of new sessions), or "before_after": the
+    stable since its promotion against the parent over as long a period just before it.
+    """
 
     version_id: str
     parent_id: str
@@ -139,6 +150,7 @@ class Regression(_Value):
     current: Mean
     parent: Mean
     delta: float | None
+    design: RegressionDesign = RegressionDesign.BEFORE_AFTER
 
 
 class WindowStats(_Value):

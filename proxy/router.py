@@ -1,7 +1,8 @@
-"""Which version serves a request: sticky per session, canary by a stable hash.
+"""Which version serves a request: sticky per session, canary and holdback by a stable hash.
 
-A new session is placed once: its hash bucket in [0, 1) against the canary weight at that
-moment decides canary or stable, and a second, independent hash picks its upstream
+A new session is placed once: its hash bucket in [0, 1) against the canary and holdback
+weights at that moment decides canary (the bottom of the range), holdback (the top) or
+stable (the rest), and a second, independent hash picks its upstream
 replica. The choice is stored (registry `session_route`), so the session keeps both for its
 life on every gateway replica, whatever happens to the weights later. Two gateways that
 place one session at the same moment, with different weights in their caches, settle on
@@ -60,8 +61,11 @@ class Route:
 
 
 def propose(aliases: AliasState, agent: str, session_id: str) -> tuple[str, Alias]:
-    if aliases.canary and session_bucket(agent, session_id) < aliases.canary_weight:
+    bucket = session_bucket(agent, session_id)
+    if aliases.canary and bucket < aliases.canary_weight:
         return aliases.canary, Alias.CANARY
+    if aliases.holdback and bucket >= 1.0 - aliases.holdback_weight:
+        return aliases.holdback, Alias.HOLDBACK
     if aliases.stable is None:
         raise LookupError(f"agent {agent} has no stable version")
     return aliases.stable, Alias.STABLE

@@ -1,4 +1,9 @@
-"""Aliases stable / canary / shadow, moved by appending to an immutable history.
+"""Aliases stable / canary / shadow / holdback, moved by appending to an immutable history.
+
+A canary serves a candidate to a share of new sessions before it is promoted; a holdback
+keeps a share of new sessions on the version a promotion replaced, so the promoted version
+can be compared with it on the same traffic afterwards (a before/after comparison would
+blame the version for any drift in the traffic that came with it).
 
 "What served agent A at time t", "what changed and why" and "roll back to what" are all
 queries over `alias_event`; nothing is ever overwritten.
@@ -32,6 +37,7 @@ class Alias(StrEnum):
     STABLE = "stable"
     CANARY = "canary"
     SHADOW = "shadow"
+    HOLDBACK = "holdback"
 
 
 class AliasMove(BaseModel):
@@ -53,6 +59,11 @@ class AliasState(BaseModel):
     canary: str | None = None
     canary_weight: float = 0.0
     shadow: str | None = None
+    holdback: str | None = None
+    holdback_weight: float = 0.0
+
+
+_WEIGHTED = (Alias.CANARY, Alias.HOLDBACK)
 
 
 def _move(row: AliasEventRow) -> AliasMove:
@@ -71,10 +82,12 @@ def set_alias(
     evolution_id: str | None = None,
     at: datetime | None = None,
 ) -> AliasMove:
-    """Point `alias` at `version_id` (None clears canary or shadow) by appending a move.
+    """Point `alias` at `version_id` (None clears canary, shadow or holdback) by appending
+    a move.
 
     Args:
-        weight: share of new sessions for a canary, in (0, 1]; ignored otherwise.
+        weight: share of new sessions for a canary or a holdback, in (0, 1]; canary and
+            holdback together may take at most all of them. Ignored for stable and shadow.
         at: when the move takes effect; defaults to now and may not precede the last move.
     """
     alias = Alias(alias)
@@ -86,9 +99,18 @@ def set_alias(
         version = session.get(AgentVersionRow, version_id)
         if version is None or version.agent != agent:
             raise InvalidRecordError(f"{version_id} is not a version of agent {agent}")
-    if alias is Alias.CANARY and version_id is not None:
+    if alias in _WEIGHTED and version_id is not None:
         if weight is None or not 0.0 < weight <= 1.0:
-            raise InvalidRecordError(f"a canary needs a traffic weight in (0, 1], got {weight}")
+            raise InvalidRecordError(
+                f"a {alias.value} needs a traffic weight in (0, 1], got {weight}"
+            )
+        state = aliases_at(session, agent, at or utcnow())
+        other = state.holdback_weight if alias is Alias.CANARY else state.canary_weight
+        if weight + other > 1.0:
+            raise InvalidRecordError(
+                f"canary and holdback would take {weight + other:.2f} of new sessions; "
+                "together they may take at most all of them"
+            )
     else:
         weight = 1.0 if version_id is not None else 0.0
     at = at or utcnow()
@@ -136,6 +158,8 @@ def aliases_at(session: Session, agent: str, at: datetime) -> AliasState:
             state.stable = row.version_id
         elif alias is Alias.CANARY:
             state.canary, state.canary_weight = row.version_id, row.weight
+        elif alias is Alias.HOLDBACK:
+            state.holdback, state.holdback_weight = row.version_id, row.weight
         else:
             state.shadow = row.version_id
     return state

@@ -233,7 +233,28 @@ class EvolutionWorkflow:
         await self._stage(Stage.PROMOTING, f"promoting {candidate} to stable")
         await self._move("stable", candidate, "promoted: every gate passed")
         await self._move("canary", None, "promoted to stable")
+        if workflow.patched("post-promotion-holdback"):
+            skipped = "canary" in options.skip_gates
+            await self._hold_back(begun.parent_version, gate, skipped=skipped)
         return Outcome.PROMOTED, f"{candidate} passed every gate and is now stable"
+
+    async def _hold_back(self, parent: str, gate: GateConfig, *, skipped: bool) -> None:
+        """Keep a share of new sessions on the replaced version, so the next evolution
+        compares the two on the same traffic (analysis: the regression check).
+
+        A promotion that skipped the canary keeps none: a person shipped it without
+        measuring, usually to replace a version they judged broken, which no user should
+        be kept on. The holdback of an earlier promotion ends either way.
+        """
+        if skipped or gate.holdback_weight == 0.0:
+            await self._move("holdback", None, "a new stable: the earlier holdback ends")
+            return
+        await self._move(
+            "holdback",
+            parent,
+            f"holdback: {gate.holdback_weight:.0%} of new sessions stay on {parent}",
+            weight=gate.holdback_weight,
+        )
 
     async def _replay_gate(
         self, request: EvolutionRequest, begun: BeginResult, candidate: str

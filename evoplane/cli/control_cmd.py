@@ -156,7 +156,7 @@ def rollback(
     actor: str = typer.Option(...),
     reason: str = typer.Option(..., help="Why (recorded with the move)."),
 ) -> None:
-    """Put an earlier version back on stable; canary and shadow are cleared."""
+    """Put an earlier version back on stable; canary, shadow and holdback are cleared."""
     result = call(
         "POST",
         f"/api/agents/{agent}/rollback",
@@ -171,8 +171,9 @@ def versions(agent: str = typer.Option(...)) -> None:
     aliases = found["aliases"]
     marks = {
         aliases.get("stable"): "stable",
-        aliases.get("canary"): "canary",
+        aliases.get("canary"): f"canary {aliases.get('canary_weight', 0):.0%}",
         aliases.get("shadow"): "shadow",
+        aliases.get("holdback"): f"holdback {aliases.get('holdback_weight', 0):.0%}",
     }
     table = Table("version", "alias", "parent", "author", "reason")
     for version in found["versions"]:

@@ -115,7 +115,8 @@ def _signals(row: EvolutionRow) -> str:
             f"{s.get('top_cluster_tool_setups')} tool setups)"
         )
     if s.get("regression_delta") is not None:
-        lines.append(f"since promotion: reward {s['regression_delta']:+.2f} vs parent")
+        against = "held-back parent" if s.get("regression_design") == "holdback" else "parent"
+        lines.append(f"since promotion: reward {s['regression_delta']:+.2f} vs {against}")
     return "\n".join(lines)
 
 

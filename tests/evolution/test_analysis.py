@@ -20,7 +20,7 @@ from evolution.analysis import (
     topic,
 )
 from evolution.stats import mean_interval, wilson_interval
-from evolution.window import FailureKind, WindowSpec
+from evolution.window import FailureKind, RegressionDesign, WindowSpec
 from registry import Alias, NotFoundError, list_agents, set_alias, transaction
 from tests.evolution.window_helpers import (
     AGENT,
@@ -37,6 +37,7 @@ from tests.evolution.window_helpers import (
 
 HOUR = timedelta(hours=1)
 MINUTE = timedelta(minutes=1)
+SECOND = timedelta(seconds=1)
 
 
 def analyse(engine, **spec):
@@ -377,6 +378,47 @@ def test_canary_delta_and_regression_after_promotion(engine) -> None:
     before = analyse(engine, since=promoted - 2 * HOUR, until=promoted - MINUTE)
     assert before.stable_version == v1
     assert before.canary is None and before.regression is None
+
+
+def test_a_held_back_parent_is_compared_on_the_same_traffic(engine) -> None:
+    """Traffic that turns harder right after a promotion lowers both versions alike: the
+    before/after comparison blames the promoted version, the holdback does not."""
+    v1 = world(engine)
+    v2 = new_version(engine, "Cite the policy.")
+    promoted = utcnow() + MINUTE
+    with transaction(engine) as session:
+        set_alias(session, AGENT, Alias.STABLE, v2, actor="test", at=promoted)
+        set_alias(
+            session, AGENT, Alias.HOLDBACK, v1, weight=0.1, actor="test", at=promoted + SECOND
+        )
+    served = {
+        v1: [(-90, 0.9), (-60, 0.9), (-30, 0.8), (20, 0.4), (50, 0.5)],  # harder after
+        v2: [(10, 0.5), (40, 0.6), (70, 0.4)],
+    }
+    trajectories, rewards = [], []
+    for version, points in served.items():
+        for minutes, value in points:
+            item = trajectory("acme", promoted + minutes * MINUTE, version=version)
+            trajectories.append(item)
+            rewards.append(score(item, value))
+    store(engine, trajectories, rewards=rewards)
+
+    regression = analyse(engine, since=promoted, until=promoted + 2 * HOUR).regression
+
+    assert regression.design is RegressionDesign.HOLDBACK
+    assert (regression.version_id, regression.parent_id) == (v2, v1)
+    assert (regression.current.n, regression.parent.n) == (3, 2)
+    assert regression.parent.mean == pytest.approx(0.45)
+    assert regression.delta == pytest.approx(0.05)
+
+    # Once the holdback ends (say, a person points it elsewhere), the comparison falls
+    # back to before against after, and the same rewards read as a regression.
+    with transaction(engine) as session:
+        set_alias(session, AGENT, Alias.HOLDBACK, None, actor="test", at=promoted + HOUR)
+    after = analyse(engine, since=promoted, until=promoted + 2 * HOUR).regression
+    assert after.design is RegressionDesign.BEFORE_AFTER
+    assert after.parent.mean == pytest.approx(2.6 / 3)  # the two hours before the promotion
+    assert after.delta == pytest.approx(0.5 - 2.6 / 3)
 
 
 _days = itertools.count(1)

@@ -19,6 +19,7 @@ from evolution.window import (
     Mean,
     Rate,
     Regression,
+    RegressionDesign,
     WindowSpec,
     WindowStats,
 )
@@ -230,6 +231,19 @@ def test_a_small_noisy_or_thin_regression_does_not_roll_back(current, n, half_wi
     assert rollback.expected_gain == 0 and why in rollback.evidence
     # The person reading a noop after a promotion learns why it was not rolled back.
     assert "stable v2 vs its parent: " in record.reason and why in record.reason
+
+
+def test_the_reason_says_whether_the_parent_was_held_back() -> None:
+    held = regression(0.60, 0.80, n=60).model_copy(update={"design": RegressionDesign.HOLDBACK})
+    record = decide(window(regression=held))
+    assert record.action is Action.ROLLBACK
+    assert "than its parent v1, held back, on the same traffic" in record.reason
+    assert record.signals["regression_design"] == "holdback"
+
+    thin = held.model_copy(update={"current": mean(0.60, 9, 0.2)})
+    waiting = decide(window(regression=thin))
+    assert waiting.action is Action.NOOP
+    assert "stable v2 vs its parent (held back): only 9 rewards" in waiting.reason
 
 
 def test_a_confirmed_regression_rolls_back_even_in_a_thin_window() -> None:

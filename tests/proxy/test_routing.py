@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 from atdp import ModelRef, VersionSpec, utcnow
 from proxy.catalog import Catalog
 from proxy.config import GatewayConfig
-from proxy.router import Router, session_bucket
+from proxy.router import Router, propose, session_bucket
 from registry import (
     Alias,
+    AliasState,
     SessionRoute,
     export_records,
     register_version,
@@ -99,6 +100,50 @@ def test_canary_share_is_within_tolerance_and_sessions_never_move(world, upstrea
     # New sessions see the new weight.
     fresh = asyncio.run(_routes(engine, [f"new-{i}" for i in range(300)]))
     assert sum(v == canary for v in fresh.values()) > 200
+
+
+def test_a_holdback_keeps_its_share_of_new_sessions_beside_a_canary(world, upstream) -> None:
+    engine, _ = world
+    promoted = add_version(engine, upstream.base_url, "promoted")
+    canary = add_version(engine, upstream.base_url, "next candidate")
+    with transaction(engine) as session:
+        set_alias(session, "support-bot", Alias.STABLE, promoted, actor="test")
+        set_alias(session, "support-bot", Alias.HOLDBACK, "support-bot@v1", weight=0.1, actor="t")
+        set_alias(session, "support-bot", Alias.CANARY, canary, weight=0.25, actor="test")
+    sessions = [f"session-{i}" for i in range(2000)]
+    routes = asyncio.run(_routes(engine, sessions))
+    for version, weight in (("support-bot@v1", 0.1), (canary, 0.25), (promoted, 0.65)):
+        share = sum(v == version for v in routes.values()) / len(sessions)
+        assert abs(share - weight) < 4 * math.sqrt(weight * (1 - weight) / len(sessions)), (
+            version,
+            share,
+        )
+
+
+@given(
+    st.text(min_size=1, max_size=30),
+    st.floats(0.0, 1.0),
+    st.floats(0.0, 1.0),
+)
+def test_canary_and_holdback_take_disjoint_ends_of_the_bucket_range(
+    session_id, canary_weight, holdback_weight
+) -> None:
+    holdback_weight = min(holdback_weight, 1.0 - canary_weight)
+    aliases = AliasState(
+        stable="a@v2",
+        canary="a@v3" if canary_weight else None,
+        canary_weight=canary_weight,
+        holdback="a@v1" if holdback_weight else None,
+        holdback_weight=holdback_weight,
+    )
+    version, alias = propose(aliases, "a", session_id)
+    bucket = session_bucket("a", session_id)
+    if bucket < canary_weight:
+        assert (version, alias) == ("a@v3", Alias.CANARY)
+    elif holdback_weight and bucket >= 1.0 - holdback_weight:
+        assert (version, alias) == ("a@v1", Alias.HOLDBACK)
+    else:
+        assert (version, alias) == ("a@v2", Alias.STABLE)
 
 
 def test_the_same_session_id_of_two_tenants_is_routed_independently(world, upstream) -> None:

@@ -162,6 +162,24 @@ def test_current_aliases_follow_the_latest_moves(world) -> None:
         assert previous_stable(session, "support-bot") == "support-bot@v1"
 
 
+def test_a_holdback_is_weighted_and_leaves_room_for_the_canary(world) -> None:
+    with transaction(world) as session:
+        v2 = register_version(session, "support-bot", spec("v2"), author="a", reason="r").id
+        v3 = register_version(session, "support-bot", spec("v3"), author="a", reason="r").id
+        set_alias(session, "support-bot", Alias.STABLE, v2, actor="evo", reason="promote")
+        with pytest.raises(InvalidRecordError, match="holdback needs a traffic weight"):
+            set_alias(session, "support-bot", Alias.HOLDBACK, "support-bot@v1", actor="evo")
+        set_alias(session, "support-bot", Alias.HOLDBACK, "support-bot@v1", weight=0.1, actor="evo")
+        with pytest.raises(InvalidRecordError, match="at most all of them"):
+            set_alias(session, "support-bot", Alias.CANARY, v3, weight=0.95, actor="evo")
+        set_alias(session, "support-bot", Alias.CANARY, v3, weight=0.9, actor="evo")
+        state = current_aliases(session, "support-bot")
+        assert (state.stable, state.canary, state.holdback) == (v2, v3, "support-bot@v1")
+        assert (state.canary_weight, state.holdback_weight) == (0.9, 0.1)
+        set_alias(session, "support-bot", Alias.HOLDBACK, None, actor="evo")
+        assert current_aliases(session, "support-bot").holdback is None
+
+
 def test_alias_rules(world) -> None:
     with transaction(world) as session:
         v2 = register_version(session, "support-bot", spec("v2"), author="a", reason="r").id

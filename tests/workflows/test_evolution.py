@@ -111,6 +111,10 @@ async def test_a_better_candidate_is_promoted(world: World, workers) -> None:
     assert world.stable() == status.candidate_version != parent
     assert len(promotions(world, handle.id)) == 1
     with transaction(world.engine) as session:
+        aliases = current_aliases(session, AGENT)
+    # A tenth of new sessions stay on the parent: the next evolution compares the two.
+    assert (aliases.holdback, aliases.holdback_weight, aliases.canary) == (parent, 0.1, None)
+    with transaction(world.engine) as session:
         record = get_evolution(session, handle.id)
     assert (record.outcome, record.action, record.candidate_version_id) == (
         "promoted",
@@ -120,6 +124,39 @@ async def test_a_better_candidate_is_promoted(world: World, workers) -> None:
     build, *gates = record.stages
     assert build["stage"] == "build" and build["version"] == status.candidate_version
     assert [stage["gate"] for stage in gates] == ["replay", "shadow", "canary"]
+
+
+async def test_holdbacks_give_way_to_a_full_canary_and_end_with_an_ungated_promotion(
+    world: World, workers
+) -> None:
+    first = await start(world, options(candidate=world.spec("Quote the order id back.")))
+    feeding = asyncio.create_task(feed_canary(world, first, baseline=0.4, candidate=0.9))
+    assert (await first.result()).outcome is Outcome.PROMOTED
+    await feeding
+    # A canary of every new session needs the holdback's tenth: the holdback ends first.
+    everyone = options(
+        candidate=world.spec("Quote it twice."), gate={"step_weights": [1.0]}
+    ).model_copy(update={"skip_gates": ["replay", "shadow"]})  # the fed rewards replay nothing
+    second = await start(world, everyone)
+    feeding = asyncio.create_task(feed_canary(world, second, baseline=0.4, candidate=0.9))
+    promoted = await second.result()
+    await feeding
+    assert promoted.outcome is Outcome.PROMOTED, promoted.reason
+    with transaction(world.engine) as session:
+        reasons = [m.reason for m in alias_history(session, AGENT, Alias.HOLDBACK)]
+        assert current_aliases(session, AGENT).holdback == promoted.parent_version
+    assert "a 100% canary needs the holdback's share" in reasons
+    # A person's hot-fix, shipped without a canary, keeps nobody on what it replaced.
+    hotfix = options(candidate=world.spec("Quote the order id, then stop.")).model_copy(
+        update={"skip_gates": ["replay", "shadow", "canary"]}
+    )
+    status = await (await start(world, hotfix)).result()
+    assert status.outcome is Outcome.PROMOTED, status.reason
+    with transaction(world.engine) as session:
+        aliases = current_aliases(session, AGENT)
+        last = alias_history(session, AGENT, Alias.HOLDBACK)[-1]
+    assert aliases.stable == status.candidate_version and aliases.holdback is None
+    assert last.reason == "a new stable: the earlier holdback ends"
 
 
 async def test_a_candidate_that_fails_the_safety_suite_stops_at_replay(
@@ -209,6 +246,8 @@ async def test_rollback_workflow_restores_the_previous_stable(world: World, work
     )
     assert (result.from_version, result.to_version) == (promoted.candidate_version, parent)
     assert world.stable() == parent
+    with transaction(world.engine) as session:
+        assert current_aliases(session, AGENT).holdback is None
     with transaction(world.engine) as session:
         last = alias_history(session, AGENT, Alias.STABLE)[-1]
     assert (last.actor, last.reason) == ("ana", "complaints")
