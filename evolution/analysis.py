@@ -154,6 +154,10 @@ def analyse_window(
     get_agent(session, spec.agent)
     until = spec.until or now or utcnow()
     window = _trajectory_window(spec, until)
+    if spec.version_id is None:
+        # The sessions a holdback keeps on the replaced version are a yardstick for the
+        # regression check, not the traffic an evolution of stable would change.
+        window = window.model_copy(update={"held_back": _holdback_at(session, spec.agent, until)})
     trajectories = window_trajectories(session, window)
     since = _window_start(spec, trajectories, until)
     setups = _tool_setups(session, window, trajectories)
@@ -847,7 +851,10 @@ def _regression(session: Session, spec: WindowSpec, until: datetime) -> Regressi
     if promotion is None:
         return None
     version_id, parent_id, promoted_at = promotion
-    held_since = _held_back_since(session, spec.agent, parent_id, promoted_at, until)
+    holdback = _holdback_at(session, spec.agent, until)
+    held_since = None
+    if holdback is not None and holdback[0] == parent_id and holdback[1] >= promoted_at:
+        held_since = holdback[1]
     if held_since is not None:
         current = _served_mean(session, spec, version_id, held_since, until)
         parent = _served_mean(session, spec, parent_id, held_since, until)
@@ -868,20 +875,16 @@ def _regression(session: Session, spec: WindowSpec, until: datetime) -> Regressi
     )
 
 
-def _held_back_since(
-    session: Session, agent: str, parent_id: str, promoted_at: datetime, until: datetime
-) -> datetime | None:
-    """When the holdback on `parent_id` began, if one has run since the promotion and still
-    runs at `until`."""
-    moves = [
-        m for m in alias_history(session, agent, Alias.HOLDBACK) if promoted_at <= m.at <= until
-    ]
-    if not moves or moves[-1].version_id != parent_id:
+def _holdback_at(session: Session, agent: str, until: datetime) -> tuple[str, datetime] | None:
+    """(the held-back version, since when) as of `until`; None if no holdback runs then."""
+    moves = [m for m in alias_history(session, agent, Alias.HOLDBACK) if m.at <= until]
+    if not moves or moves[-1].version_id is None:
         return None
+    held = moves[-1].version_id
     start = len(moves) - 1
-    while start > 0 and moves[start - 1].version_id == parent_id:
-        start -= 1
-    return moves[start].at
+    while start > 0 and moves[start - 1].version_id == held:
+        start -= 1  # re-pointing the holdback at the same version does not restart it
+    return held, moves[start].at
 
 
 def _last_promotion(

@@ -45,6 +45,8 @@ class TrajectoryWindow(BaseModel):
 
     Args:
         tenants, version_ids: None for all.
+        held_back: (version, since): leave out that version's trajectories from `since`
+            on, the sessions a holdback keeps on it (see `registry.aliases`).
         since, until: started_at in [since, until).
         last: only the newest `last` of those (by started_at, then id), after skipping
             the newest `skip`: the previous count window is `skip=last`.
@@ -55,6 +57,7 @@ class TrajectoryWindow(BaseModel):
     agent: str
     tenants: tuple[str, ...] | None = None
     version_ids: tuple[str, ...] | None = None
+    held_back: tuple[str, datetime] | None = None
     since: datetime | None = None
     until: datetime | None = None
     last: int | None = Field(default=None, ge=1)
@@ -108,6 +111,11 @@ def _select(window: TrajectoryWindow, *columns: Any) -> sa.Select:
         statement = statement.where(TrajectoryRow.tenant.in_(window.tenants))
     if window.version_ids is not None:
         statement = statement.where(TrajectoryRow.version_id.in_(window.version_ids))
+    if window.held_back is not None:
+        version_id, since = window.held_back
+        statement = statement.where(
+            ~sa.and_(TrajectoryRow.version_id == version_id, TrajectoryRow.started_at >= since)
+        )
     if window.since is not None:
         statement = statement.where(TrajectoryRow.started_at >= window.since)
     if window.until is not None:

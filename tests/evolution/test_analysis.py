@@ -403,8 +403,12 @@ def test_a_held_back_parent_is_compared_on_the_same_traffic(engine) -> None:
             rewards.append(score(item, value))
     store(engine, trajectories, rewards=rewards)
 
-    regression = analyse(engine, since=promoted, until=promoted + 2 * HOUR).regression
+    stats = analyse(engine, since=promoted, until=promoted + 2 * HOUR)
+    regression = stats.regression
 
+    # What an evolution of stable would change is stable's traffic: the held-back
+    # sessions are left out of the window's own measures.
+    assert (stats.trajectories, stats.reward.mean) == (3, pytest.approx(0.5))
     assert regression.design is RegressionDesign.HOLDBACK
     assert (regression.version_id, regression.parent_id) == (v2, v1)
     assert (regression.current.n, regression.parent.n) == (3, 2)
@@ -415,7 +419,9 @@ def test_a_held_back_parent_is_compared_on_the_same_traffic(engine) -> None:
     # back to before against after, and the same rewards read as a regression.
     with transaction(engine) as session:
         set_alias(session, AGENT, Alias.HOLDBACK, None, actor="test", at=promoted + HOUR)
-    after = analyse(engine, since=promoted, until=promoted + 2 * HOUR).regression
+    stats = analyse(engine, since=promoted, until=promoted + 2 * HOUR)
+    after = stats.regression
+    assert stats.trajectories == 5
     assert after.design is RegressionDesign.BEFORE_AFTER
     assert after.parent.mean == pytest.approx(2.6 / 3)  # the two hours before the promotion
     assert after.delta == pytest.approx(0.5 - 2.6 / 3)
