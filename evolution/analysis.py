@@ -37,6 +37,7 @@ from evolution.window import (
 )
 from registry import (
     Alias,
+    AliasMove,
     AliasState,
     ToolCallRecord,
     TrajectoryWindow,
@@ -877,30 +878,39 @@ def _regression(session: Session, spec: WindowSpec, until: datetime) -> Regressi
 
 def _holdback_at(session: Session, agent: str, until: datetime) -> tuple[str, datetime] | None:
     """(the held-back version, since when) as of `until`; None if no holdback runs then."""
-    moves = [m for m in alias_history(session, agent, Alias.HOLDBACK) if m.at <= until]
-    if not moves or moves[-1].version_id is None:
+    found = _latest_pointing(session, agent, Alias.HOLDBACK, until)
+    if found is None:
         return None
-    held = moves[-1].version_id
-    start = len(moves) - 1
-    while start > 0 and moves[start - 1].version_id == held:
-        start -= 1  # re-pointing the holdback at the same version does not restart it
-    return held, moves[start].at
+    moves, start = found
+    return moves[start].version_id, moves[start].at
 
 
 def _last_promotion(
     session: Session, agent: str, until: datetime
 ) -> tuple[str, str, datetime] | None:
     """(stable, the version it replaced, when) as of `until`; None if it replaced none."""
-    moves = [m for m in alias_history(session, agent, Alias.STABLE) if m.at <= until]
-    if not moves or moves[-1].version_id is None:
+    found = _latest_pointing(session, agent, Alias.STABLE, until)
+    if found is None:
         return None
-    current = moves[-1].version_id
-    start = len(moves) - 1
-    while start > 0 and moves[start - 1].version_id == current:
-        start -= 1  # re-pointing stable at itself is not a promotion
+    moves, start = found
     if start == 0 or moves[start - 1].version_id is None:
         return None
-    return current, moves[start - 1].version_id, moves[start].at
+    return moves[start].version_id, moves[start - 1].version_id, moves[start].at
+
+
+def _latest_pointing(
+    session: Session, agent: str, alias: Alias, until: datetime
+) -> tuple[list[AliasMove], int] | None:
+    """An alias's moves up to `until`, and the index of the first of the trailing moves that
+    point where it points at `until` (re-pointing an alias at its version changes nothing);
+    None if it points nowhere then."""
+    moves = [m for m in alias_history(session, agent, alias) if m.at <= until]
+    if not moves or moves[-1].version_id is None:
+        return None
+    start = len(moves) - 1
+    while start > 0 and moves[start - 1].version_id == moves[-1].version_id:
+        start -= 1
+    return moves, start
 
 
 def _served_mean(

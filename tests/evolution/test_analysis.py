@@ -337,6 +337,17 @@ def test_tenant_and_version_filters_and_shadow_traffic(engine) -> None:
     assert nobody.drift is None and nobody.cost_per_success is None
 
 
+def serve(engine, promoted, served: dict[str, list[tuple[int, float]]]) -> None:
+    """Store one scored acme trajectory per (minutes from `promoted`, reward) of a version."""
+    trajectories, rewards = [], []
+    for version, points in served.items():
+        for minutes, value in points:
+            item = trajectory("acme", promoted + minutes * MINUTE, version=version)
+            trajectories.append(item)
+            rewards.append(score(item, value))
+    store(engine, trajectories, rewards=rewards)
+
+
 def test_canary_delta_and_regression_after_promotion(engine) -> None:
     v1 = world(engine)
     v2 = new_version(engine, "Cite the policy.")
@@ -352,13 +363,7 @@ def test_canary_delta_and_regression_after_promotion(engine) -> None:
         v2: [(10, 0.3), (40, 0.5), (70, 0.4)],
         v3: [(50, 0.1), (80, 0.3)],
     }
-    trajectories, rewards = [], []
-    for version, points in served.items():
-        for minutes, value in points:
-            item = trajectory("acme", promoted + minutes * MINUTE, version=version)
-            trajectories.append(item)
-            rewards.append(score(item, value))
-    store(engine, trajectories, rewards=rewards)
+    serve(engine, promoted, served)
 
     stats = analyse(engine, since=promoted, until=promoted + 2 * HOUR)
 
@@ -395,13 +400,7 @@ def test_a_held_back_parent_is_compared_on_the_same_traffic(engine) -> None:
         v1: [(-90, 0.9), (-60, 0.9), (-30, 0.8), (20, 0.4), (50, 0.5)],  # harder after
         v2: [(10, 0.5), (40, 0.6), (70, 0.4)],
     }
-    trajectories, rewards = [], []
-    for version, points in served.items():
-        for minutes, value in points:
-            item = trajectory("acme", promoted + minutes * MINUTE, version=version)
-            trajectories.append(item)
-            rewards.append(score(item, value))
-    store(engine, trajectories, rewards=rewards)
+    serve(engine, promoted, served)
 
     stats = analyse(engine, since=promoted, until=promoted + 2 * HOUR)
     regression = stats.regression
