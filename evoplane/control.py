@@ -42,6 +42,7 @@ from activities.models import (
 )
 from evolution.settings import EvolutionSettings
 from registry import (
+    Alias,
     EvolutionAlreadyRunning,
     NotFoundError,
     current_aliases,
@@ -52,6 +53,7 @@ from registry import (
     list_evolutions,
     list_versions,
     set_agent_settings,
+    set_alias,
     transaction,
 )
 from registry import start_evolution as record_evolution
@@ -312,6 +314,24 @@ def create_control_app(config: ControlConfig) -> FastAPI:
             execution_timeout=timedelta(minutes=5),
         )
         return {**result.model_dump(mode="json"), "id": workflow_id, "ui": ui_link(workflow_id)}
+
+    @app.post("/api/agents/{agent}/holdback/end")
+    async def end_holdback(agent: str, body: Decision, c=Depends(authorised)) -> dict[str, Any]:
+        """Give the sessions a holdback keeps on the replaced version back to stable (new
+        sessions only: a session keeps its version). The next regression check then
+        compares before against after."""
+        with transaction(c.engine) as session:
+            held = current_aliases(session, agent).holdback
+            if held is not None:
+                set_alias(
+                    session,
+                    agent,
+                    Alias.HOLDBACK,
+                    None,
+                    actor=body.actor,
+                    reason=body.reason or "holdback ended by hand",
+                )
+        return {"agent": agent, "ended": held}
 
     @app.post("/api/schedules", status_code=201)
     async def schedule(body: ScheduleBody, c=Depends(authorised)) -> dict[str, Any]:

@@ -49,10 +49,11 @@ for _command in (
     control_cmd.reject,
     control_cmd.abort,
     control_cmd.rollback,
+    control_cmd.end_holdback,
     control_cmd.versions,
     control_cmd.schedule,
 ):
-    app.command(_command.__name__)(_command)
+    app.command(_command.__name__.replace("_", "-"))(_command)
 app.add_typer(admin_cmd.tenant_app, name="tenant")
 app.add_typer(admin_cmd.key_app, name="key")
 app.add_typer(admin_cmd.agent_app, name="agent")

@@ -1,4 +1,5 @@
-"""`evoplane evolve | status | approve | reject | abort | rollback | versions | schedule`.
+"""`evoplane evolve | status | approve | reject | abort | rollback | end-holdback | versions |
+schedule`.
 
 Each command is a call to the control API (`evoplane api`, started by `evoplane up`), so
 the CLI and HTTP users see the same behaviour and the same errors.
@@ -163,6 +164,17 @@ def rollback(
         {"to_version": to, "actor": actor, "reason": reason},
     )
     console.print(f"{agent}: stable {result['from_version']} -> {result['to_version']}")
+
+
+def end_holdback(
+    agent: str = typer.Option(...),
+    actor: str = typer.Option(...),
+    reason: str = typer.Option("", help="Why (recorded with the move)."),
+) -> None:
+    """Send the new sessions a holdback keeps on the replaced version to stable instead."""
+    result = call("POST", f"/api/agents/{agent}/holdback/end", {"actor": actor, "reason": reason})
+    ended = result["ended"]
+    console.print(f"{agent}: holdback on {ended} ended" if ended else f"{agent}: no holdback runs")
 
 
 def versions(agent: str = typer.Option(...)) -> None:

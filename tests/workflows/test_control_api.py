@@ -14,6 +14,14 @@ from typer.testing import CliRunner
 
 from evoplane.cli import app as cli
 from evoplane.control import ControlConfig, create_control_app
+from registry import (
+    Alias,
+    alias_history,
+    current_aliases,
+    register_version,
+    set_alias,
+    transaction,
+)
 from tests.conftest import free_port
 from tests.workflows.conftest import AGENT, FAST_GATES, TEMPORAL_UI, World
 from tests.workflows.test_evolution import feed_canary, wait_for
@@ -195,3 +203,35 @@ async def test_agent_settings_are_validated_over_http(world: World, control) -> 
         stored = (await client.get(url)).json()
         assert stored["policy"]["min_trajectories"] == 100
         assert stored["safety_suite"] is None  # replaced, not merged: the body is the settings
+
+
+async def test_a_person_can_end_a_holdback(world: World, control, monkeypatch, tmp_path) -> None:
+    parent = world.stable()
+    with transaction(world.engine) as session:
+        promoted = register_version(
+            session, AGENT, world.spec("Be warm."), parent_id=parent, author="t", reason="t"
+        )
+        set_alias(session, AGENT, Alias.STABLE, promoted.id, actor="evo")
+        set_alias(session, AGENT, Alias.HOLDBACK, parent, weight=0.1, actor="evo")
+    monkeypatch.setenv("EVOPLANE_API_PORT", str(control.port))
+    monkeypatch.setenv("EVOPLANE_ADMIN_TOKEN", TOKEN)
+    monkeypatch.setenv("EVOPLANE_DATA_DIR", str(tmp_path))
+
+    def run(*args: str):
+        return CliRunner().invoke(cli, list(args))
+
+    listed = await asyncio.to_thread(run, "versions", "--agent", AGENT)
+    assert "holdback 10%" in listed.output, listed.output
+    ended = await asyncio.to_thread(
+        run, "end-holdback", "--agent", AGENT, "--actor", "ana", "--reason", "convinced"
+    )
+    assert ended.exit_code == 0 and f"holdback on {parent} ended" in ended.output, ended.output
+    with transaction(world.engine) as session:
+        assert current_aliases(session, AGENT).holdback is None
+        last = alias_history(session, AGENT, Alias.HOLDBACK)[-1]
+    assert (last.actor, last.reason) == ("ana", "convinced")
+    async with api(control) as client:
+        again = await client.post(f"/api/agents/{AGENT}/holdback/end", json={"actor": "ana"})
+        assert again.json() == {"agent": AGENT, "ended": None}
+        unknown = await client.post("/api/agents/nobody/holdback/end", json={"actor": "ana"})
+        assert unknown.status_code == 404
