@@ -631,6 +631,7 @@ def _signals(stats: WindowStats) -> dict[str, Signal]:
         "canary_samples": stats.canary.canary.n if stats.canary else None,
         "regression_delta": stats.regression.delta if stats.regression else None,
         "regression_samples": stats.regression.current.n if stats.regression else None,
+        "regression_parent_samples": stats.regression.parent.n if stats.regression else None,
         "regression_design": stats.regression.design.value if stats.regression else None,
         "cost_usd": stats.cost_usd,
         "cost_per_success": stats.cost_per_success,

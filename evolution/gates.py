@@ -77,8 +77,9 @@ class GateConfig(_Value):
         step_seconds, shadow_seconds: how long a canary step and the shadow gate observe.
         max_extensions: how often a marginal step may be extended before it counts as failed.
         holdback_weight: share of new sessions kept on the replaced version after a
-            promotion, until the next promotion or rollback (0: none). The next evolution
-            compares the two on that same traffic instead of before against after.
+            promotion (0: none), until the next promotion or rollback, or until an
+            evolution finds the stable no worse than it. The next evolution compares the
+            two on that same traffic instead of before against after.
         method: the significance test of live gates: Mann-Whitney U on the samples, or a
             bootstrap interval of the difference of means.
         bootstrap_resamples, seed: the bootstrap's size and seed (a verdict is reproducible).

@@ -319,6 +319,39 @@ async def test_the_policy_rolls_back_a_promotion_that_regressed(world: World, wo
     assert handle.id in [w.id async for w in world.client.list_workflows(query)]
 
 
+@pytest.mark.parametrize(
+    ("held_back_rewards", "ended"),
+    [([0.2, 1.0] * 5, True), ([0.2, 1.0] * 3, False), ([0.6, 1.0] * 5, False)],
+    ids=["answered", "too-few-rewards", "stable-worse-within-noise"],
+)
+async def test_a_holdback_ends_once_it_has_answered(
+    world: World, workers, held_back_rewards, ended
+) -> None:
+    parent = world.stable()
+    with transaction(world.engine) as session:
+        promoted = register_version(
+            session, AGENT, world.spec("Name the order."), parent_id=parent, author="t", reason="t"
+        )
+        set_alias(session, AGENT, Alias.STABLE, promoted.id, actor="evo", reason="promoted")
+        set_alias(session, AGENT, Alias.HOLDBACK, parent, weight=0.1, actor="evo")
+    world.served(promoted.id, [0.2, 1.0] * 5)  # mean 0.6, and noisy
+    world.served(parent, held_back_rewards)
+    policy = PolicyConfig(regression_min_samples=8)
+    status = await (await start(world, EvolutionOptions(policy=policy))).result()
+    assert status.action is Action.NOOP, status.reason
+    with transaction(world.engine) as session:
+        still = current_aliases(session, AGENT).holdback
+        last = alias_history(session, AGENT, Alias.HOLDBACK)[-1]
+    if ended:
+        assert still is None
+        assert last.reason == (
+            "the holdback answered: stable is no worse than its parent (+0.00 reward, "
+            "10 and 10 sessions)"
+        )
+    else:  # too few rewards, or a drop beyond tolerance the check could not confirm
+        assert still == parent
+
+
 async def test_the_loop_evolves_until_nothing_changes(world: World, workers) -> None:
     candidate = world.spec("Offer a follow-up.")
     request = LoopRequest(agent=AGENT, options=options(candidate=candidate), max_evolutions=3)
