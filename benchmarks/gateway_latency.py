@@ -186,22 +186,28 @@ async def closed_loop(
 async def open_loop(
     url: str, headers: dict, rate: float, seconds: float, body: dict = BODY
 ) -> list[float]:
-    """Requests started at a fixed rate regardless of completions (ms latencies)."""
+    """Requests due at a fixed rate regardless of completions (ms latencies).
+
+    Each latency runs from when its request was due, not from when this process got round
+    to sending it: past the rate the machine sustains, the load generator itself falls
+    behind, and timing from the send would hide exactly the queueing being measured
+    (coordinated omission).
+    """
     latencies: list[float] = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
 
-        async def one(i: int) -> None:
-            started = time.perf_counter()
+        async def one(i: int, due: float) -> None:
             async with session.post(
                 url, json=body_for(i, body), headers={**headers, "X-Session-Id": f"o{i // 10}"}
             ) as r:
                 await r.read()
-            latencies.append((time.perf_counter() - started) * 1000)
+            latencies.append((time.perf_counter() - due) * 1000)
 
         tasks, start = [], time.perf_counter()
         for i in range(int(rate * seconds)):
-            await asyncio.sleep(max(0.0, start + i / rate - time.perf_counter()))
-            tasks.append(asyncio.create_task(one(i)))
+            due = start + i / rate
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            tasks.append(asyncio.create_task(one(i, due)))
         await asyncio.gather(*tasks)
     return latencies
 
