@@ -482,12 +482,16 @@ class _Demo:
         # As much traffic after the rollback as on the hotfix: half a round (10 tickets at
         # the CI scale) once read 0.50 against the hotfix's 0.58 after a right rollback.
         recovered = self._play(round_, count, "traffic after the evolution")
-        second.reward_after = self._mean_reward([o.trajectory_id for o in recovered])
-        second.reward_before = self._mean_reward([o.trajectory_id for o in after])
-        first.reward_before = self._mean_reward([o.trajectory_id for o in before])
-        first.reward_after = second.reward_before
+        # Each version's reward on its own tickets: a customer's session keeps the version
+        # it started on, so tickets after a move are not all served by the new stable.
+        first.reward_before = self._served_reward(before, first.stable_before)
+        first.reward_after = second.reward_before = self._served_reward(after, first.candidate)
+        second.reward_after = self._served_reward(recovered, second.stable_after)
         second.scenario_after = _success(recovered, round_.scenario)
         return [first, second]
+
+    def _served_reward(self, tickets: list[Outcome], version: str | None) -> float | None:
+        return self._mean_reward([o.trajectory_id for o in tickets if o.version == version])
 
     def _options(self, round_: Round, since: datetime) -> dict[str, Any]:
         """The evolution's options: its window is the drift's traffic since `since` (a
