@@ -155,10 +155,11 @@ def analyse_window(
     get_agent(session, spec.agent)
     until = spec.until or now or utcnow()
     window = _trajectory_window(spec, until)
+    holdback = _holdback_at(session, spec.agent, until)
     if spec.version_id is None:
         # The sessions a holdback keeps on the replaced version are a yardstick for the
         # regression check, not the traffic an evolution of stable would change.
-        window = window.model_copy(update={"held_back": _holdback_at(session, spec.agent, until)})
+        window = window.model_copy(update={"held_back": holdback})
     trajectories = window_trajectories(session, window)
     since = _window_start(spec, trajectories, until)
     setups = _tool_setups(session, window, trajectories)
@@ -190,7 +191,7 @@ def analyse_window(
         cost_per_success=cost / success.successes if success.successes else None,
         drift=_drift(session, spec, window, trajectories, since, until),
         canary=_canary(session, spec, aliases, since, until),
-        regression=_regression(session, spec, until),
+        regression=_regression(session, spec, until, holdback),
     )
 
 
@@ -838,7 +839,9 @@ def _canary(
     )
 
 
-def _regression(session: Session, spec: WindowSpec, until: datetime) -> Regression | None:
+def _regression(
+    session: Session, spec: WindowSpec, until: datetime, holdback: tuple[str, datetime] | None
+) -> Regression | None:
     """The current stable since its promotion against its parent.
 
     On the same traffic when the parent has been held back since the promotion (a share of
@@ -847,16 +850,15 @@ def _regression(session: Session, spec: WindowSpec, until: datetime) -> Regressi
     weekly rhythm in the traffic weighs on both alike, but a drift that came with the
     promotion weighs on the stable alone. A holdback with too few rewards yet confirms
     nothing; the before/after comparison is not used in its place.
+
+    `holdback`: the holdback running at `until` (`_holdback_at`), if any.
     """
     promotion = _last_promotion(session, spec.agent, until)
     if promotion is None:
         return None
     version_id, parent_id, promoted_at = promotion
-    holdback = _holdback_at(session, spec.agent, until)
-    held_since = None
     if holdback is not None and holdback[0] == parent_id and holdback[1] >= promoted_at:
         held_since = holdback[1]
-    if held_since is not None:
         current = _served_mean(session, spec, version_id, held_since, until)
         parent = _served_mean(session, spec, parent_id, held_since, until)
         design = RegressionDesign.HOLDBACK

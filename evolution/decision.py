@@ -128,6 +128,9 @@ class DecisionRecord(_Value):
     window: WindowSpec
     stable_version: str | None
     forced: bool = False
+    # The held-back parent has answered: stable is no worse than it (within the regression
+    # tolerance) on enough rewards each side, so the holdback may end.
+    holdback_answered: bool = False
 
 
 _CHANGES = (Action.MEMORY, Action.HARNESS, Action.TOOL_SCHEMA, Action.WEIGHTS)
@@ -210,6 +213,7 @@ def decide(
         window=stats.spec,
         stable_version=stats.stable_version,
         forced=force is not None,
+        holdback_answered=_holdback_answered(stats.regression, config),
     )
 
 
@@ -371,6 +375,17 @@ def _regression_finding(
     return drop, (
         f"stable {regression.version_id} earns {drop:.2f} less reward than {against} "
         f"({_interval(current)} vs {parent.mean:.2f}, n={current.n})"
+    )
+
+
+def _holdback_answered(regression: Regression | None, config: PolicyConfig) -> bool:
+    if regression is None or regression.design is not RegressionDesign.HOLDBACK:
+        return False
+    if regression.delta is None:
+        return False
+    samples = min(regression.current.n, regression.parent.n)
+    return samples >= config.regression_min_samples and (
+        regression.delta >= -config.regression_tolerance
     )
 
 

@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
         StageRecord,
     )
     from activities.training import TrainingActivities
-    from evolution.decision import Action, DecisionRecord, PolicyConfig
+    from evolution.decision import Action, DecisionRecord
     from evolution.gates import GateConfig, GateResult, Verdict
     from evolution.operators import Candidate
     from workflows.queues import CONTROL_QUEUE, GPU_QUEUE
@@ -147,8 +147,12 @@ class EvolutionWorkflow:
         )
         self._update(action=decision.action, reason=decision.reason, decision=decision)
         workflow.upsert_search_attributes([ACTION.value_set(decision.action.value)])
-        if decision.action is not Action.ROLLBACK and workflow.patched("holdback-answered"):
-            await self._end_answered_holdback(decision, begun.policy)
+        if (
+            decision.holdback_answered
+            and decision.action is not Action.ROLLBACK
+            and workflow.patched("holdback-answered")
+        ):
+            await self._end_answered_holdback(decision)
         if decision.action is Action.NOOP:
             return Outcome.NOOP, decision.reason
         if decision.action is Action.ROLLBACK:
@@ -240,25 +244,17 @@ class EvolutionWorkflow:
             await self._hold_back(begun.parent_version, gate, skipped=skipped)
         return Outcome.PROMOTED, f"{candidate} passed every gate and is now stable"
 
-    async def _end_answered_holdback(self, decision: DecisionRecord, policy: PolicyConfig) -> None:
-        """End the holdback once it has answered its question: the stable is no worse than
-        the held-back parent (within the policy's tolerance), on enough rewards each side.
-        Keeping users on the older version longer would only cost them."""
+    async def _end_answered_holdback(self, decision: DecisionRecord) -> None:
+        """End the holdback once it has answered its question (the decision judged it: see
+        `DecisionRecord.holdback_answered`). Keeping users on the older version longer
+        would only cost them."""
         signals = decision.signals
-        if signals.get("regression_design") != "holdback":
-            return
-        delta = signals.get("regression_delta")
-        samples = [signals.get("regression_samples"), signals.get("regression_parent_samples")]
-        if delta is None or any(n is None or n < policy.regression_min_samples for n in samples):
-            return
-        if delta < -policy.regression_tolerance:
-            return
-        current, parent = samples
         await self._move(
             "holdback",
             None,
-            f"the holdback answered: stable is no worse than its parent ({delta:+.2f} reward, "
-            f"{current} and {parent} sessions)",
+            f"the holdback answered: stable is no worse than its parent "
+            f"({signals['regression_delta']:+.2f} reward, {signals['regression_samples']} and "
+            f"{signals['regression_parent_samples']} sessions)",
         )
 
     async def _hold_back(self, parent: str, gate: GateConfig, *, skipped: bool) -> None:

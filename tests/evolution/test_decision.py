@@ -244,6 +244,25 @@ def test_the_reason_says_whether_the_parent_was_held_back() -> None:
     waiting = decide(window(regression=thin))
     assert waiting.action is Action.NOOP
     assert "stable v2 vs its parent (held back): only 9 rewards" in waiting.reason
+    assert not record.holdback_answered and not waiting.holdback_answered
+
+
+@pytest.mark.parametrize(
+    ("current", "n", "design", "answered"),
+    [
+        (0.78, 60, RegressionDesign.HOLDBACK, True),  # within tolerance, enough rewards
+        (0.78, 20, RegressionDesign.HOLDBACK, False),  # too few on one side
+        (0.70, 60, RegressionDesign.HOLDBACK, False),  # beyond tolerance, even if noisy
+        (0.78, 60, RegressionDesign.BEFORE_AFTER, False),  # nothing held back
+    ],
+)
+def test_a_holdback_has_answered_only_with_enough_rewards_within_tolerance(
+    current, n, design, answered
+) -> None:
+    compared = regression(current, 0.80, n=n, half_width=0.15).model_copy(update={"design": design})
+    record = decide(window(regression=compared))
+    assert record.action is not Action.ROLLBACK
+    assert record.holdback_answered is answered
 
 
 def test_a_confirmed_regression_rolls_back_even_in_a_thin_window() -> None:
