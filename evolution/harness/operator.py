@@ -253,7 +253,11 @@ class _Trial:
 def _trials(
     parent: Harness, cases: list[HarnessCase], config: HarnessConfig, task_lm: Any
 ) -> list[_Trial]:
-    """The parent first, then every compiled variant, each scored on all cases."""
+    """The parent first, then every compiled variant, each scored on all cases.
+
+    A compiled harness equal to one already scored (the parent's instructions compiled
+    without demos are the parent) takes its scores: the seeds are the same, so are they.
+    """
     import dspy
 
     trainset = [case.example() for case in cases]
@@ -267,8 +271,13 @@ def _trials(
         for instructions in variants:
             start = harness_program(parent.model_copy(update={"instructions": instructions}))
             compiled = _compile(start, trainset, config, task_lm)
-            scores = _evaluate(compiled, cases, config.samples)
-            trials.append(_Trial(harness_of(compiled, parent), scores))
+            harness = harness_of(compiled, parent)
+            scored = next((trial for trial in trials if trial.harness == harness), None)
+            if scored is None:
+                scores = _evaluate(compiled, cases, config.samples)
+            else:
+                scores = scored.scores
+            trials.append(_Trial(harness, scores))
     return trials
 
 
