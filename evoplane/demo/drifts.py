@@ -22,10 +22,10 @@ different trace in the traffic, which the control plane's window analysis reads:
    regression after a promotion (rollback).
 
 Each round's traffic keeps the same steady base (usual tool requests and questions), so the
-workload mix moves only by the round's own scenario, and each round but the first begins
-with a quiet spell of that base alone: a drift that starts the moment a version is promoted
-would read as that version's regression (the policy compares the promoted version since its
-promotion with its parent just before it, whatever the traffic did meanwhile).
+workload mix moves only by the round's own scenario. A drift starts the moment the round
+before it ends. A version the policy promoted keeps its parent on a holdback, so the next
+evolution's regression check compares the two on the drifted traffic itself; a before/after
+comparison would read the drift as the promoted version's regression.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from typing import Literal
 from evoplane.demo.users import TicketKind
 from evoplane.demo.world import COMPANIES, Intent, intents_of
 
-__all__ = ["ROUNDS", "STEADY", "Round", "by_name"]
+__all__ = ["ROUNDS", "Round", "by_name"]
 
 ALL = tuple(COMPANIES)
 Plan = Literal["policy", "cost_cut", "hotfix"]
@@ -65,8 +65,6 @@ _BASE = (
     _question("hotline", ALL, 0.08),
     _question("giftcard", ALL, 0.07),
 )
-# Between drifts the world is quiet: the steady base, on whatever version is stable.
-STEADY = _BASE
 _HOLIDAY = ("acme",)
 _INVOICE = ("initech", "umbrella")
 
