@@ -141,12 +141,12 @@ ROUNDS: tuple[Round, ...] = (
             *_requests("hard", 0.7),
         ),
         scenario=tuple(kind.label for kind, _ in _requests("hard", 1.0)),
-        # Twice the traffic before the evolution: the window is the training data. Trained
-        # offline on one run's traffic (30 steps), the right-tool rate over every distinct
-        # new-wave prompt that run served rose from 0.36 to 0.50-0.52 on one round's window
-        # (about 29 training prompts), 0.61-0.62 on twice as much (training seeds 0 and 1),
-        # and 0.66 on four times (seed 0).
-        window=2.0,
+        # More traffic before the evolution (68 tickets at the full scale): the window is
+        # the training data. Trained offline on one run's traffic (30 steps), the right-tool
+        # rate over every distinct new-wave prompt that run served rose from 0.36 to
+        # 0.50-0.52 on a window of 34 tickets (about 29 training prompts), 0.61-0.62 on 68
+        # (training seeds 0 and 1), and 0.66 on 136 (seed 0).
+        window=1.7,
     ),
     Round(
         name="gate",
@@ -168,9 +168,9 @@ ROUNDS: tuple[Round, ...] = (
             _question("holiday", _HOLIDAY, 0.1, "correct"),
         ),
         scenario=("hotline question", "giftcard question"),
-        # The policy needs 30 rewards on each side of the promotion (its default); one
-        # round's tickets left one side at 28 in a clean run, which then chose noop.
-        window=1.5,
+        # The policy needs 30 rewards on each side of the promotion (its default); 34
+        # tickets left one side at 28 in a clean run, which then chose noop.
+        window=1.3,
     ),
 )
 
