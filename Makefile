@@ -35,7 +35,7 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	$(BIN)/python -c "$(WARM_GATEWAY)" & $(BIN)/python -c "$(WARM_CONTROL)" & wait
 	touch $@
 
-run: install  ## the main job: the demo on the embedded stack (~10 min on 2 cores)
+run: install  ## the main job: the demo on the embedded stack (6 to 11 min on 2 cores, by host)
 	$(BIN)/evoplane demo
 
 up: install  ## the embedded stack in the foreground (Ctrl-C stops it)
