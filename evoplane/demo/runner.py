@@ -131,7 +131,9 @@ FULL = DemoScale(
     training=_TRAINING,
 )
 SMALL = DemoScale(
-    tickets=20,
+    # The tool-schema round needs 3 trajectories with the refused argument: 20 tickets (18
+    # after the holdback) once gave fewer in CI, a few-percent draw; 24 make it about 1%.
+    tickets=24,
     policy={
         "min_trajectories": 14,
         "min_cluster_trajectories": 3,
