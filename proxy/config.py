@@ -39,7 +39,7 @@ class GatewayConfig:
     capture_flush_interval: float = 0.2  # also the most a power cut can lose (fsync per batch)
     local_device: str = "cpu"
     local_dtype: str = "float32"  # a torch dtype name: "bfloat16" halves a GPU model's memory
-    local_max_concurrency: int = 4  # generations at once per local model; the rest queue
+    local_max_concurrency: int = 8  # requests decoding together per local model; the rest queue
     local_max_models: int = 4
     local_max_tokens: int = 512  # completion length when a request sets no max_tokens
     local_threads: int | None = None

@@ -14,8 +14,11 @@ way.
 
 Generation is a plain token loop with a KV cache (not `model.generate`), so the logprobs are
 exactly the model's own and each request draws from its own seeded `torch.Generator`: the
-same seed gives the same answer whatever other traffic runs. Generation runs in worker
-threads, at most `max_concurrency` at once, so the event loop stays free.
+same seed gives the same answer whatever other traffic runs. The requests on one set of
+weights decode together, continuously batched (`_Decoder`): one forward pass a token for the
+whole batch, requests joining and leaving it between steps, in one thread per set of weights
+so the event loop stays free. On a small CPU that is what lets throughput grow with
+concurrency (`benchmarks/local_engine.py`): a thread per request mostly waits for the GIL.
 
 `swap` loads new weights in a thread and then switches atomically: a request keeps the
 weights it started with, and each response's `model` names the weights that produced it.
@@ -26,7 +29,9 @@ torch, transformers and peft are imported only when a model is loaded (the `trai
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import functools
 import inspect
 import secrets
 import threading
@@ -50,7 +55,6 @@ __all__ = [
     "LoadedModel",
     "LocalEngine",
     "Sampling",
-    "generate",
     "load_model",
     "prompt_ids",
     "weights_label",
@@ -91,9 +95,17 @@ class LoadedModel:
     _tokens: dict[int, tuple[str, list[int]]] = field(default_factory=dict, repr=False)
     _guides: dict[tuple[str, ...], ToolCallGuide] = field(default_factory=dict, repr=False)
 
-    def next_logits(self, input_ids: Any, cache: Any) -> tuple[Any, Any]:
-        """The logits for the token after `input_ids` (one row per sequence), and the cache."""
-        kwargs: dict[str, Any] = {self.cache_kwarg: cache, "use_cache": True}
+    @functools.cached_property
+    def decoder(self) -> _Decoder:
+        """The batch every request on these weights decodes in."""
+        return _Decoder(self)
+
+    def next_logits(self, input_ids: Any, cache: Any, **batch: Any) -> tuple[Any, Any]:
+        """The logits for the token after `input_ids` (one row per sequence), and the cache.
+
+        `batch`: a padded batch's `attention_mask` and `position_ids`.
+        """
+        kwargs: dict[str, Any] = {self.cache_kwarg: cache, "use_cache": True, **batch}
         if self.trims_logits:
             kwargs["logits_to_keep"] = 1
         out = self.model(input_ids=input_ids, **kwargs)
@@ -380,21 +392,8 @@ class Step:
     finish_reason: str | None
 
 
-def generate(
-    loaded: LoadedModel,
-    prompt: list[int],
-    sampling: Sampling,
-    *,
-    cancelled: threading.Event,
-    on_step: Callable[[list[Step]], None] | None = None,
-) -> list[Choice]:
-    """Sample `sampling.n` completions of `prompt` (blocking: run it in a worker thread).
-
-    `on_step`, when given, gets each token as it is made, with the text it releases.
-    With `sampling.tool_names`, a tool call may be written with those names only.
-    """
-    import torch
-
+def _room(loaded: LoadedModel, prompt: list[int], sampling: Sampling) -> int:
+    """How many tokens the completion may have: `max_tokens`, within the model's context."""
     room = (loaded.max_positions or len(prompt) + sampling.max_tokens) - len(prompt)
     if room < 1:
         raise UpstreamError(
@@ -402,28 +401,233 @@ def generate(
             f"the prompt has {len(prompt)} tokens, no room left in the "
             f"{loaded.max_positions}-token context of {loaded.version}",
         )
-    choices = [Choice(index=i) for i in range(sampling.n)]
-    generator = torch.Generator(device=loaded.device).manual_seed(sampling.seed)
-    inputs = torch.tensor([prompt] * sampling.n, device=loaded.device)
-    guide = loaded.guide(sampling.tool_names)
-    cache = None
-    with torch.inference_mode():
-        for _ in range(min(sampling.max_tokens, room)):
-            if cancelled.is_set():
-                raise _Cancelled
-            logits, cache = loaded.next_logits(inputs, cache)
-            drawn = guide.restrict(logits, [c.written for c in choices]) if guide else logits
-            tokens, logprobs = _pick(logits, drawn, sampling, generator)
-            steps = _advance(loaded, choices, tokens, logprobs, sampling, streaming=bool(on_step))
-            if on_step is not None:
-                on_step(steps)
-            if all(choice.finish_reason for choice in choices):
-                break
-            inputs = tokens[:, None]
-    for choice in choices:
-        choice.finish_reason = choice.finish_reason or "length"
-        choice.decode(loaded, sampling.stop)
-    return choices
+    return min(sampling.max_tokens, room)
+
+
+@dataclass(eq=False)
+class _Job:
+    """One request in the decoder: `sampling.n` rows of the batch, sampled with the request's
+    own generator; `done` gets its choices (or the error that ended it)."""
+
+    prompt: list[int]
+    sampling: Sampling
+    left: int  # tokens each choice may still make
+    cancelled: threading.Event
+    on_step: Callable[[list[Step]], None] | None
+    done: concurrent.futures.Future = field(default_factory=concurrent.futures.Future)
+    choices: list[Choice] = field(default_factory=list)
+    generator: Any = None
+    guide: ToolCallGuide | None = None
+
+    def take(self, loaded: LoadedModel, logits: Any) -> Any:
+        """Sample this job's next tokens from its rows' logits; returns them."""
+        texts = [c.written for c in self.choices]
+        drawn = self.guide.restrict(logits, texts) if self.guide else logits
+        tokens, logprobs = _pick(logits, drawn, self.sampling, self.generator)
+        streaming = self.on_step is not None
+        steps = _advance(loaded, self.choices, tokens, logprobs, self.sampling, streaming=streaming)
+        if self.on_step is not None:
+            self.on_step(steps)
+        self.left -= 1
+        return tokens
+
+    @property
+    def over(self) -> bool:
+        return self.left <= 0 or all(choice.finish_reason for choice in self.choices)
+
+    def finish(self, loaded: LoadedModel) -> None:
+        for choice in self.choices:
+            choice.finish_reason = choice.finish_reason or "length"
+            choice.decode(loaded, self.sampling.stop)
+        self.settle(self.choices)
+
+    def settle(self, result: list[Choice] | BaseException) -> None:
+        """End the job with its choices or an error (once; a future cancelled meanwhile
+        by the event loop's side has nobody left to tell)."""
+        with contextlib.suppress(concurrent.futures.InvalidStateError):
+            if isinstance(result, BaseException):
+                self.done.set_exception(result)
+            else:
+                self.done.set_result(result)
+
+
+class _Decoder:
+    """Continuous batching on one set of weights: all the requests decoding on them advance
+    one token per forward pass of the whole batch, in one thread.
+
+    A request joins between two steps: its prompt runs alone (the prefill, its n choices as
+    n rows), then its KV cache is left-padded to the batch's length and stacked under it.
+    It leaves when its choices end, its room runs out or it is cancelled. Padding is masked
+    out and each row has its own positions, so a row's logits are those it would have alone
+    (up to float rounding), and each request draws with its own generator: a seed gives the
+    same answer whatever runs beside it. The thread runs while there is work and ends when
+    the batch is empty.
+    """
+
+    def __init__(self, loaded: LoadedModel) -> None:
+        self.loaded = loaded
+        self._lock = threading.Lock()
+        self._waiting: list[_Job] = []
+        self._running = False
+        # The batch, owned by the thread: its jobs, row by row in that order, and per row
+        # the attention mask over the cache, the next position and the last token.
+        self._jobs: list[_Job] = []
+        self._cache: Any = None
+        self._mask: Any = None
+        self._positions: Any = None
+        self._last: Any = None
+        self._padded = False  # some row has padding: the mask and positions must be passed
+
+    def submit(self, job: _Job) -> None:
+        with self._lock:
+            self._waiting.append(job)
+            if self._running:
+                return
+            self._running = True
+        threading.Thread(
+            target=self._loop, name=f"decode {self.loaded.version}", daemon=True
+        ).start()
+
+    def _loop(self) -> None:
+        import torch
+
+        with torch.inference_mode():
+            while True:
+                with self._lock:
+                    joining, self._waiting = self._waiting, []
+                    if not joining and not self._jobs:
+                        self._running = False
+                        return
+                for job in joining:
+                    self._guarded([job], self._admit, job)
+                self._leave([job for job in self._jobs if job.cancelled.is_set()], _Cancelled())
+                if self._jobs:
+                    self._guarded(list(self._jobs), self._step)
+
+    def _guarded(self, jobs: list[_Job], work: Callable[..., None], *args: Any) -> None:
+        """Run `work`; a failure ends `jobs` with it (a torch error as the upstream's)."""
+        try:
+            work(*args)
+        except Exception as error:  # noqa: BLE001 - torch errors of any kind (out of memory...)
+            if not isinstance(error, UpstreamError | _Cancelled):
+                error = UpstreamError(500, f"{self.loaded.version} failed to generate: {error!r}")
+            self._leave([job for job in jobs if job in self._jobs])
+            for job in jobs:
+                job.settle(error)
+
+    def _admit(self, job: _Job) -> None:
+        """Prefill `job` alone, draw its first tokens and stack it under the batch."""
+        import torch
+
+        if job.cancelled.is_set():
+            raise _Cancelled
+        loaded, n = self.loaded, job.sampling.n
+        job.choices = [Choice(index=i) for i in range(n)]
+        job.generator = torch.Generator(device=loaded.device).manual_seed(job.sampling.seed)
+        job.guide = loaded.guide(job.sampling.tool_names)
+        inputs = torch.tensor([job.prompt] * n, device=loaded.device)
+        logits, cache = loaded.next_logits(inputs, None)
+        tokens = job.take(loaded, logits)
+        if job.over:
+            job.finish(loaded)
+            return
+        length = len(job.prompt)
+        mask = torch.ones(n, length, dtype=torch.long, device=loaded.device)
+        positions = torch.full((n,), length, dtype=torch.long, device=loaded.device)
+        if not self._jobs:
+            self._cache, self._mask, self._positions, self._last = cache, mask, positions, tokens
+        else:
+            width = max(self._mask.shape[1], length)
+            _stack_cache(self._cache, cache, width)
+            self._mask = torch.cat([_pad_left(self._mask, width), _pad_left(mask, width)])
+            self._positions = torch.cat([self._positions, positions])
+            self._last = torch.cat([self._last, tokens])
+        self._padded = not bool(self._mask.all())
+        self._jobs.append(job)
+
+    def _step(self) -> None:
+        """One forward pass of the batch; every job draws its next tokens from its rows."""
+        import torch
+
+        loaded = self.loaded
+        self._mask = torch.cat([self._mask, self._mask.new_ones(len(self._mask), 1)], 1)
+        padding = (
+            {"attention_mask": self._mask, "position_ids": self._positions[:, None]}
+            if self._padded
+            else {}  # rows of one length: the model's own mask and positions are theirs
+        )
+        logits, self._cache = loaded.next_logits(self._last[:, None], self._cache, **padding)
+        self._positions = self._positions + 1
+        drawn, row, ended = [], 0, []
+        for job in self._jobs:
+            n = job.sampling.n
+            drawn.append(job.take(loaded, logits[row : row + n]))
+            row += n
+            if job.over:
+                ended.append(job)
+        self._last = torch.cat(drawn)
+        self._leave(ended)
+        for job in ended:
+            job.finish(loaded)
+
+    def _leave(self, jobs: list[_Job], error: BaseException | None = None) -> None:
+        """Take `jobs` out of the batch (ending them with `error` when given)."""
+        if not jobs:
+            return
+        import torch
+
+        keep, row = [], 0
+        for job in self._jobs:
+            if job not in jobs:
+                keep.extend(range(row, row + job.sampling.n))
+            row += job.sampling.n
+        self._jobs = [job for job in self._jobs if job not in jobs]
+        if error is not None:
+            for job in jobs:
+                job.settle(error)
+        if not self._jobs:
+            self._cache = self._mask = self._positions = self._last = None
+            return
+        rows = torch.tensor(keep, device=self._mask.device)
+        self._mask, self._positions, self._last = (
+            self._mask[rows],
+            self._positions[rows],
+            self._last[rows],
+        )
+        # Columns that are padding in every row left are dropped with the rows.
+        start = int(self._mask.any(0).long().argmax())
+        self._mask = self._mask[:, start:]
+        self._padded = not bool(self._mask.all())
+        _select_cache(self._cache, rows, start)
+
+
+def _pad_left(tensor: Any, width: int) -> Any:
+    """`tensor` ([rows, length] or a cache's [rows, heads, length, dim]) padded with zeros
+    on the left of its length axis up to `width`."""
+    import torch.nn.functional as F
+
+    axis = 1 if tensor.dim() == 2 else 2
+    missing = width - tensor.shape[axis]
+    if not missing:
+        return tensor
+    padding = (missing, 0) if axis == 1 else (0, 0, missing, 0)
+    return F.pad(tensor, padding)
+
+
+def _stack_cache(cache: Any, joining: Any, width: int) -> None:
+    """Stack `joining`'s rows under `cache`'s, both left-padded to `width` (in place)."""
+    import torch
+
+    for layer, new in zip(cache.layers, joining.layers, strict=True):
+        layer.keys = torch.cat([_pad_left(layer.keys, width), _pad_left(new.keys, width)])
+        layer.values = torch.cat([_pad_left(layer.values, width), _pad_left(new.values, width)])
+
+
+def _select_cache(cache: Any, rows: Any, start: int) -> None:
+    """Keep `rows` of `cache`, from position `start` on (in place)."""
+    for layer in cache.layers:
+        layer.keys = layer.keys[rows, :, start:]
+        layer.values = layer.values[rows, :, start:]
 
 
 def _pick(logits: Any, drawn: Any, sampling: Sampling, generator: Any) -> tuple[Any, Any]:
@@ -604,7 +808,7 @@ class LocalEngine(UpstreamEngine):
         version: the weights' name, returned as each response's `model`; defaults to the path.
         device: "cpu", "cuda" or "cuda:N".
         dtype: a torch dtype name ("float32", "bfloat16").
-        max_concurrency: generations running at once; more requests wait their turn.
+        max_concurrency: requests decoding at once (in one batch); more wait their turn.
         max_tokens: the completion length when a request sets none.
         threads: torch intra-op threads, set process-wide at load; None keeps torch's.
         guide_tools: keep the heads of tool calls to the request's tools while they are
@@ -619,7 +823,7 @@ class LocalEngine(UpstreamEngine):
         version: str | None = None,
         device: str = "cpu",
         dtype: str = "float32",
-        max_concurrency: int = 4,
+        max_concurrency: int = 8,
         max_tokens: int = 512,
         threads: int | None = None,
         guide_tools: bool = True,
@@ -771,17 +975,13 @@ class LocalEngine(UpstreamEngine):
         def on_step(batch: list[Step]) -> None:
             loop.call_soon_threadsafe(steps.put_nowait, batch)
 
-        work = asyncio.ensure_future(
-            asyncio.to_thread(
-                _generation, loaded, prompt, sampling, cancelled=cancelled, on_step=on_step
-            )
-        )
+        work = _decode(loaded, prompt, sampling, cancelled, on_step)
         work.add_done_callback(lambda _: steps.put_nowait(None))  # after every step queued
         try:
             while (batch := await asyncio.wait_for(steps.get(), timeout)) is not None:
                 for step in batch:
                     yield writer.step(step)
-            choices = await work
+            choices = await asyncio.shield(work)
             for choice in choices:
                 if not writer.finished[choice.index]:
                     yield writer.ending(choice, choice.release(sampling.stop))
@@ -791,9 +991,7 @@ class LocalEngine(UpstreamEngine):
 
     async def _run(self, loaded: LoadedModel, prompt: list[int], sampling: Sampling) -> list:
         cancelled = threading.Event()
-        work = asyncio.ensure_future(
-            asyncio.to_thread(_generation, loaded, prompt, sampling, cancelled=cancelled)
-        )
+        work = _decode(loaded, prompt, sampling, cancelled)
         try:
             return await asyncio.shield(work)
         finally:
@@ -825,21 +1023,20 @@ class LocalEngine(UpstreamEngine):
         self._loaded = None
 
 
-def _generation(
+def _decode(
     loaded: LoadedModel,
     prompt: list[int],
     sampling: Sampling,
-    *,
     cancelled: threading.Event,
     on_step: Callable[[list[Step]], None] | None = None,
-) -> list[Choice]:
-    """`generate` in a worker thread: a failure of the model is the upstream's error."""
-    try:
-        return generate(loaded, prompt, sampling, cancelled=cancelled, on_step=on_step)
-    except (UpstreamError, _Cancelled):
-        raise
-    except Exception as error:  # noqa: BLE001 - torch errors of any kind (out of memory...)
-        raise UpstreamError(500, f"{loaded.version} failed to generate: {error!r}") from error
+) -> asyncio.Future[list[Choice]]:
+    """Send a request to its weights' batch; the future gets its choices.
+
+    `on_step`, when given, gets each token as it is made, with the text it releases.
+    """
+    job = _Job(prompt, sampling, _room(loaded, prompt, sampling), cancelled, on_step)
+    loaded.decoder.submit(job)
+    return asyncio.wrap_future(job.done)
 
 
 async def _stop(work: asyncio.Future, cancelled: threading.Event) -> None:

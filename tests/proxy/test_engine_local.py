@@ -116,21 +116,20 @@ def logprobs_of(choice: dict) -> list[float]:
 
 
 class Gate:
-    """Wraps a model's forward so generations block inside it until the test opens the gate."""
+    """Wraps a model's forward so the decoder blocks inside it until the test opens the gate;
+    records the shape of every batch it runs."""
 
     def __init__(self, loaded: LoadedModel) -> None:
         self.opened = threading.Event()
         self.inside = 0
-        self.most_inside = 0
-        self.generations: set[int] = set()
+        self.shapes: list[tuple[int, int]] = []  # (rows, tokens) of each forward
         self._lock = threading.Lock()
         forward = loaded.model.forward
 
         def gated(*args, **kwargs):
             with self._lock:
                 self.inside += 1
-                self.most_inside = max(self.most_inside, self.inside)
-                self.generations.add(threading.get_ident())
+                self.shapes.append(tuple(kwargs["input_ids"].shape))
             try:
                 assert self.opened.wait(30), "the test never opened the gate"
                 return forward(*args, **kwargs)
@@ -139,6 +138,11 @@ class Gate:
                     self.inside -= 1
 
         loaded.model.forward = gated
+
+    @property
+    def decode_rows(self) -> list[int]:
+        """The rows of each decoding step (one new token a row), prefills left out."""
+        return [rows for rows, tokens in self.shapes if tokens == 1]
 
     async def wait_inside(self, count: int) -> None:
         async with asyncio.timeout(20):
@@ -316,14 +320,54 @@ async def test_concurrency_is_bounded_and_the_event_loop_stays_free(base_dir) ->
     requests = [
         asyncio.ensure_future(engine.complete(body, model=None, timeout=60)) for _ in range(5)
     ]
-    await gate.wait_inside(2)
+    await gate.wait_inside(1)
     await asyncio.sleep(0.2)
-    assert (gate.inside, engine.in_flight) == (2, 5)  # three wait for a slot
+    assert engine.in_flight == 5  # one prefilling, one waiting to join, three for a slot
     gate.opened.set()
     answers = await asyncio.gather(*requests)
-    assert gate.most_inside == 2 and len(gate.generations) >= 2
+    assert max(gate.decode_rows) == 2  # two decode together, never more
     assert len({tuple(a["choices"][0]["token_ids"]) for a in answers}) == 1
     assert engine.in_flight == 0
+
+
+async def test_requests_decode_together_as_each_would_alone(base_dir) -> None:
+    """Prompts of different lengths, greedy and sampled, n of 1 and 3, joining a batch at
+    different steps: each answer is the one it gets alone, with its own logprobs."""
+    engine = LocalEngine(base_dir, max_concurrency=8)
+    bodies = [
+        request(temperature=0, max_tokens=24),
+        request(
+            [{"role": "user", "content": "where is my order? " * 6}], temperature=0, max_tokens=9
+        ),
+        request(temperature=0.8, seed=7, n=3, max_tokens=17),
+        request(ORDER_QUESTION, tools=ORDER_TOOLS, temperature=1.0, seed=3, max_tokens=30),
+    ]
+    alone = [await engine.complete(body, model=None, timeout=60) for body in bodies]
+    gate = Gate(engine.loaded)
+    gate.opened.set()
+    together = await asyncio.gather(
+        *(engine.complete(body, model=None, timeout=60) for body in bodies),
+        _late(engine, bodies[1]),
+    )
+    assert max(gate.decode_rows) >= 6  # the batch held several requests at once
+    for body, single, batched in zip(
+        bodies + bodies[1:2], alone + alone[1:2], together, strict=True
+    ):
+        temperature = body["temperature"]
+        for mine, theirs in zip(batched["choices"], single["choices"], strict=True):
+            assert mine["token_ids"] == theirs["token_ids"]
+            assert mine["message"] == theirs["message"]
+            expected = recomputed(
+                engine.loaded, batched["prompt_token_ids"], mine["token_ids"], temperature
+            )
+            got = logprobs_of(mine)
+            assert max(abs(a - b) for a, b in zip(expected, got, strict=True)) < 1e-4
+
+
+async def _late(engine: LocalEngine, body: dict) -> dict:
+    """`body` sent once the others have decoded a few steps."""
+    await asyncio.sleep(0.05)
+    return await engine.complete(body, model=None, timeout=60)
 
 
 async def test_a_timeout_stops_the_generation_and_frees_its_slot(base_dir) -> None:
@@ -366,7 +410,7 @@ async def test_hot_swap_lets_requests_in_flight_finish_on_their_weights(
     gate = Gate(engine.loaded)
     old = [asyncio.ensure_future(engine.complete(body, model=None, timeout=60)) for _ in range(3)]
     old.append(asyncio.ensure_future(_stream_ids(engine, body)))
-    await gate.wait_inside(4)
+    await gate.wait_inside(1)  # the old weights' batch is stuck in its first forward
     assert await engine.swap(checkpoint_dir=taught_dir, version="tiny@2") == "tiny@2"
     assert engine.version == "tiny@2" and engine.in_flight == 4
     new = await asyncio.gather(
