@@ -15,7 +15,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -286,16 +286,23 @@ class Traffic:
         on_ticket: Callable[[], None] = lambda: None,
         at_least: float = 0.0,
     ) -> list[Outcome]:
-        """Play `count` tickets (and keep going for at least `at_least` seconds)."""
+        """Play `count` tickets (and keep going for at least `at_least` seconds), with
+        `concurrency` customers at the desk at any time: a new one comes as one leaves."""
         started = time.monotonic()
         done: list[Outcome] = []
         with ThreadPoolExecutor(self.concurrency) as pool:
-            while len(done) < count or time.monotonic() - started < at_least:
-                batch = max(1, min(self.concurrency, count - len(done)))
-                for outcome in pool.map(lambda _: self._one(mix), range(batch)):
-                    done.append(outcome)
+            open_: set[Future[Outcome]] = set()
+            while True:
+                while len(open_) < self.concurrency and (
+                    len(done) + len(open_) < count or time.monotonic() - started < at_least
+                ):
+                    open_.add(pool.submit(self._one, mix))
+                if not open_:
+                    return done
+                closed, open_ = wait(open_, return_when=FIRST_COMPLETED)
+                for ticket in closed:
+                    done.append(ticket.result())
                     on_ticket()
-        return done
 
 
 # --- the demo -------------------------------------------------------------------------------
