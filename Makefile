@@ -32,7 +32,9 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	@# Byte-compile what the stack's processes import, by importing it, two at a time: all
 	@# of the venv (`compileall -j 0`) took 68 s on a slow 2-core host, these imports 36 s;
 	@# the rest is compiled, and cached, the first time something imports it.
-	$(BIN)/python -c "$(WARM_GATEWAY)" & $(BIN)/python -c "$(WARM_CONTROL)" & wait
+	@# Either import failing fails the install: the stack could not start.
+	$(BIN)/python -c "$(WARM_GATEWAY)" & warm=$$!; \
+		$(BIN)/python -c "$(WARM_CONTROL)" && wait $$warm
 	touch $@
 
 run: install  ## the main job: the demo on the embedded stack (6 to 11 min on 2 cores, by host)
