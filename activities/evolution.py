@@ -10,7 +10,7 @@ non-retryable `ApplicationError`s whose `type` says what happened.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import ValidationError
@@ -24,6 +24,7 @@ from activities.models import (
     BeginResult,
     CandidateRequest,
     DecideRequest,
+    EvolutionOptions,
     EvolutionRequest,
     FinishRequest,
     LiveGateRequest,
@@ -138,7 +139,7 @@ class EvolutionActivities:
         window = WindowSpec(
             agent=request.agent,
             tenants=request.tenants,
-            since=None if options.window_last else now - timedelta(minutes=options.window_minutes),
+            since=None if options.window_last else _window_start(options, now),
             until=now,
             last=options.window_last,
         )
@@ -480,6 +481,13 @@ class EvolutionActivities:
             finish_evolution(session, request.evolution_id, request.outcome.value)
         if request.mlflow_run_id:
             self._track("finish", request.mlflow_run_id, request.outcome.value)
+
+
+def _window_start(options: EvolutionOptions, now: datetime) -> datetime:
+    """Where a time window starts: `window_since`, else `window_minutes` before now."""
+    if options.window_since is not None:
+        return options.window_since.astimezone(UTC)
+    return now - timedelta(minutes=options.window_minutes)
 
 
 def _evaluation_tenant(session: Any, request: CandidateRequest) -> str:

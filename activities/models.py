@@ -10,7 +10,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from atdp import VersionSpec
 from evolution.decision import Action, DecisionRecord, PolicyConfig
@@ -85,7 +85,8 @@ class EvolutionOptions(_Message):
             (a person's own proposal goes through the same gates).
         skip_gates: gates to skip; each is recorded as skipped in the evolution.
         approve_before: points where a person must approve (a Temporal Update).
-        window_minutes / window_last: the traffic window (time, or the newest N trajectories).
+        window_minutes / window_since / window_last: the traffic window: the last minutes,
+            everything since a moment (a drift's start, say), or the newest N trajectories.
     """
 
     force: Action | None = None
@@ -95,9 +96,16 @@ class EvolutionOptions(_Message):
     gate: GateConfig | None = None
     policy: PolicyConfig | None = None
     window_minutes: float = Field(default=24 * 60, gt=0)
+    window_since: AwareDatetime | None = None
     window_last: int | None = Field(default=None, ge=1)
     actor: str = "evoplane"
     reason: str = ""
+
+    @model_validator(mode="after")
+    def _one_window(self) -> EvolutionOptions:
+        if self.window_since is not None and self.window_last is not None:
+            raise ValueError("give window_since or window_last, not both")
+        return self
 
 
 class EvolutionRequest(_Message):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,19 @@ def _duration_minutes(text: str) -> float:
     return value * {"s": 1 / 60, "m": 1, "h": 60, "d": 1440}[unit]
 
 
+def _moment(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise typer.BadParameter(
+            f"{text!r}: give an ISO time with its zone, e.g. 2026-12-01T09:30Z or "
+            "2026-12-01T10:30+01:00"
+        )
+    return moment
+
+
 def evolve(
     agent: str = typer.Option(..., help="The agent to evolve."),
     tenant: list[str] = typer.Option([], help="Limit the window to these tenants (repeatable)."),
@@ -80,6 +94,9 @@ def evolve(
     skip_gate: list[str] = typer.Option([], help="replay | shadow | canary (recorded)."),
     approve_before: list[str] = typer.Option([], help="canary | promotion: wait for a person."),
     window: str = typer.Option("1d", help="Traffic window, e.g. 30m, 6h, 1d."),
+    since: str | None = typer.Option(
+        None, help="Traffic since this time instead of --window, e.g. 2026-12-01T09:30Z."
+    ),
     actor: str = typer.Option("cli", help="Who is asking (recorded)."),
     reason: str = typer.Option("", help="Why (recorded)."),
 ) -> None:
@@ -88,6 +105,7 @@ def evolve(
         "skip_gates": skip_gate,
         "approve_before": approve_before,
         "window_minutes": _duration_minutes(window),
+        **({"window_since": _moment(since).isoformat()} if since else {}),
         "actor": actor,
         "reason": reason,
     }

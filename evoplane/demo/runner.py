@@ -42,7 +42,6 @@ __all__ = [
 ]
 
 MODEL_DIR = Path(__file__).parent / "model"
-_WINDOW_MARGIN = 1.0  # seconds
 COST_CAP = 24  # tokens
 _LIVE_STAGES = {"shadow", "canary"}
 
@@ -423,11 +422,7 @@ class _Demo:
         started = time.monotonic()
         self.setup()
         rows: list[EvolutionRow] = []
-        for index, round_ in enumerate(rounds):
-            if index:
-                # The next window reaches a second back (see `_options`): not into the last
-                # round's traffic.
-                time.sleep(_WINDOW_MARGIN)
+        for round_ in rounds:
             self.platform.release = max(self.platform.release, round_.release)
             if round_.plan == "hotfix":
                 found = self._hotfix_round(round_)
@@ -505,11 +500,9 @@ class _Demo:
 
     def _options(self, round_: Round, since: datetime) -> dict[str, Any]:
         """The evolution's options: its window is the drift's traffic since `since`, so
-        earlier rounds' live gates stay out of it. The window ends when the evolution's
-        analysis starts, later than now, so it reaches `_WINDOW_MARGIN` further back."""
-        minutes = (datetime.now(UTC) - since).total_seconds() / 60 + _WINDOW_MARGIN / 60
+        earlier rounds' traffic and live gates stay out of it."""
         return {
-            "window_minutes": round(minutes, 4),
+            "window_since": since.isoformat(),
             "skip_gates": list(self.scale.skip_gates),
             "actor": "evoplane-demo",
             "reason": f"demo round {round_.name}: {round_.drift}",

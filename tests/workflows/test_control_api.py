@@ -185,6 +185,8 @@ async def test_the_cli_mirrors_the_api(world: World, control, monkeypatch, tmp_p
     await world.client.get_schedule_handle(f"evolution-loop-{AGENT}").delete()
     bad = await run("schedule", "--agent", AGENT, "--every", "often")
     assert bad.exit_code != 0 and "30m" in bad.output
+    vague = await run("evolve", "--agent", AGENT, "--since", "2026-12-01 09:30")
+    assert vague.exit_code != 0 and "with its zone" in vague.output
     monkeypatch.setenv("EVOPLANE_API_PORT", str(free_port()))
     offline = await run("versions", "--agent", AGENT)
     assert "start it with `evoplane up`" in str(offline.exception)
@@ -203,6 +205,20 @@ async def test_agent_settings_are_validated_over_http(world: World, control) -> 
         stored = (await client.get(url)).json()
         assert stored["policy"]["min_trajectories"] == 100
         assert stored["safety_suite"] is None  # replaced, not merged: the body is the settings
+
+
+@pytest.mark.parametrize(
+    ("window", "problem"),
+    [
+        ({"window_since": "2026-12-01T09:30:00"}, "timezone"),  # a time without its zone
+        ({"window_since": "2026-12-01T09:30:00Z", "window_last": 50}, "not both"),
+    ],
+)
+async def test_an_unclear_window_is_refused_over_http(world: World, control, window, problem):
+    async with api(control) as client:
+        refused = await client.post("/api/evolutions", json={"agent": AGENT, "options": window})
+    assert refused.status_code == 422
+    assert problem in refused.text
 
 
 async def test_a_person_can_end_a_holdback(world: World, control, monkeypatch, tmp_path) -> None:

@@ -310,6 +310,9 @@ async def test_the_policy_rolls_back_a_promotion_that_regressed(world: World, wo
         )
         set_alias(session, AGENT, Alias.STABLE, promoted.id, actor="ana", reason="by hand")
     world.served(promoted.id, [0.1] * 12)
+    # The parent is read over as long a period before the promotion as has passed since:
+    # without a pause, that period could be shorter than the parent's serving took.
+    await asyncio.sleep(1.0)
     policy = PolicyConfig(regression_min_samples=8)
     handle = await start(world, EvolutionOptions(policy=policy))  # no force: the policy decides
     status = await handle.result()
@@ -317,6 +320,20 @@ async def test_the_policy_rolls_back_a_promotion_that_regressed(world: World, wo
     assert world.stable() == parent
     query = f'Agent = "{AGENT}" AND Action = "rollback"'
     assert handle.id in [w.id async for w in world.client.list_workflows(query)]
+
+
+async def test_a_window_since_a_moment_leaves_earlier_traffic_out(world: World, workers) -> None:
+    """A window since a moment reads only what was served from then on: the failing tool
+    calls the tool-schema test acts on, all served before it, leave nothing to act on."""
+    orders_window(world.engine)
+    since = datetime.now(UTC)
+    handle = await start(world, EvolutionOptions(window_since=since))
+    status = await handle.result()
+    assert status.action is Action.NOOP, status.reason
+    assert "only 0 trajectories in the window" in status.reason
+    with transaction(world.engine) as session:
+        recorded = get_evolution(session, handle.id).options
+    assert datetime.fromisoformat(recorded["window_since"]) == since
 
 
 @pytest.mark.parametrize(
