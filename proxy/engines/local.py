@@ -509,11 +509,9 @@ class _Decoder:
         try:
             work(*args)
         except Exception as error:  # noqa: BLE001 - torch errors of any kind (out of memory...)
-            if not isinstance(error, UpstreamError | _Cancelled):
-                error = UpstreamError(500, f"{self.loaded.version} failed to generate: {error!r}")
             self._leave([job for job in jobs if job in self._jobs])
             for job in jobs:
-                job.settle(error)
+                job.settle(_upstream_error(error, self.loaded))
 
     def _admit(self, job: _Job) -> None:
         """Prefill `job` alone, draw its first tokens and stack it under the batch."""
@@ -558,15 +556,22 @@ class _Decoder:
         )
         logits, self._cache = loaded.next_logits(self._last[:, None], self._cache, **padding)
         self._positions = self._positions + 1
-        drawn, row, ended = [], 0, []
+        drawn, row, ended, failed = [], 0, [], []
         for job in self._jobs:
-            n = job.sampling.n
-            drawn.append(job.take(loaded, logits[row : row + n]))
-            row += n
+            rows = logits[row : row + job.sampling.n]
+            row += job.sampling.n
+            try:
+                drawn.append(job.take(loaded, rows))
+            except Exception as error:  # noqa: BLE001 - this request's own (its sampling, its stream)
+                drawn.append(rows.argmax(-1))  # a stand-in: its rows leave below
+                failed.append((job, _upstream_error(error, loaded)))
+                continue
             if job.over:
                 ended.append(job)
         self._last = torch.cat(drawn)
-        self._leave(ended)
+        self._leave(ended + [job for job, _ in failed])
+        for job, error in failed:
+            job.settle(error)
         for job in ended:
             job.finish(loaded)
 
@@ -599,6 +604,13 @@ class _Decoder:
         self._mask = self._mask[:, start:]
         self._padded = not bool(self._mask.all())
         _select_cache(self._cache, rows, start)
+
+
+def _upstream_error(error: Exception, loaded: LoadedModel) -> Exception:
+    """A failure of generation as the request's error: torch's as the upstream's (500)."""
+    if isinstance(error, UpstreamError | _Cancelled):
+        return error
+    return UpstreamError(500, f"{loaded.version} failed to generate: {error!r}")
 
 
 def _pad_left(tensor: Any, width: int) -> Any:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from atdp.tool_text import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, ToolCallStream, parse_tool_calls
 from evolution.rl.tiny import TinyModelSpec, init_tiny
 from proxy.engines import LocalEngine, UpstreamError, UpstreamTimeout
-from proxy.engines.local import LoadedModel, load_model
+from proxy.engines.local import LoadedModel, Sampling, _Job, load_model, prompt_ids
 from proxy.streaming import assemble_chunks
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -362,6 +362,32 @@ async def test_requests_decode_together_as_each_would_alone(base_dir) -> None:
             )
             got = logprobs_of(mine)
             assert max(abs(a - b) for a, b in zip(expected, got, strict=True)) < 1e-4
+
+
+async def test_a_request_that_fails_leaves_the_others_decoding(base_dir) -> None:
+    engine = LocalEngine(base_dir)
+    body = request(temperature=0, max_tokens=20)
+    alone = await engine.complete(body, model=None, timeout=60)
+    loaded = engine.loaded
+    gate = Gate(loaded)
+    running = asyncio.ensure_future(engine.complete(body, model=None, timeout=60))
+    await gate.wait_inside(1)  # its prefill: the broken request joins the batch after it
+
+    def on_step(steps: list) -> None:
+        on_step.calls = getattr(on_step, "calls", 0) + 1
+        if on_step.calls == 3:
+            raise RuntimeError("the stream's consumer broke")
+
+    prompt = prompt_ids(loaded, body)
+    sampling = Sampling.of(body, default_max_tokens=20)
+    broken = _Job(prompt, sampling, 20, threading.Event(), on_step)
+    loaded.decoder.submit(broken)
+    gate.opened.set()
+    with pytest.raises(UpstreamError, match="the stream's consumer broke"):
+        await asyncio.wrap_future(broken.done)
+    answer = await running
+    assert answer["choices"][0]["token_ids"] == alone["choices"][0]["token_ids"]
+    assert 2 in gate.decode_rows  # they did decode together
 
 
 async def _late(engine: LocalEngine, body: dict) -> dict:
