@@ -2,12 +2,13 @@
 a time (the baseline) and several at once, interleaved in one run.
 
     .venv/bin/python -m benchmarks.local_engine [--clients 1,2,4,8] [--requests 48]
-        [--rounds 3] [--threads 1] [--compare CHECKOUT] [--write]
+        [--rounds 3] [--threads 1] [--models 1] [--compare CHECKOUT] [--write]
 
 Each load runs in a fresh process that loads `evoplane/demo/model` into a `LocalEngine`
 (torch threads as the demo's gateway sets them) and sends it the same list of requests from
 closed-loop clients: a shop's system message, a customer's ticket, the shop's tools, the
-bot's temperature and token limit, a seed per request. It prints, per client count, the
+bot's temperature and token limit, a seed per request; with --models 2, clients alternate
+between two checkpoints served at once (a stable and its canary). It prints, per client count, the
 tokens per second, the requests per second and the p50 latency of a request, with the
 ratio of tokens per second to one client's. --compare runs the same loads on another
 checkout's engine (a `git worktree` of an older commit, say) in the same rounds, for a
@@ -72,30 +73,39 @@ def requests(count: int, seed: int = 0) -> list[dict]:
 # --- one load, in its own process -------------------------------------------------------
 
 
-async def _serve(bodies: list[dict], clients: int, threads: int) -> dict:
+async def _serve(bodies: list[dict], clients: int, threads: int, models: int) -> dict:
+    import shutil
+
     import torch
 
     from proxy.engines.local import LocalEngine
 
     torch.set_num_threads(threads)
-    engine = LocalEngine(MODEL, max_concurrency=max(clients, 4))
-    await engine.complete({**bodies[0], "max_tokens": 2}, model=None, timeout=120)  # load
-    queue = list(reversed(bodies))
-    latencies: list[float] = []
-    tokens = 0
+    with tempfile.TemporaryDirectory() as scratch:
+        # Copies of the model as other checkpoints, as a stable and its canary are: each
+        # gets an engine (and a batch) of its own; the clients take turns among them.
+        paths = [MODEL] + [
+            shutil.copytree(MODEL, Path(scratch) / f"model-{i}") for i in range(1, models)
+        ]
+        engines = [LocalEngine(path, max_concurrency=max(clients, 4)) for path in paths]
+        for engine in engines:  # loaded before the clock starts
+            await engine.complete({**bodies[0], "max_tokens": 2}, model=None, timeout=120)
+        queue = list(reversed(bodies))
+        latencies: list[float] = []
+        tokens = 0
 
-    async def client() -> None:
-        nonlocal tokens
-        while queue:
-            body = queue.pop()
-            started = time.perf_counter()
-            answer = await engine.complete(body, model=None, timeout=300)
-            latencies.append(time.perf_counter() - started)
-            tokens += answer["usage"]["completion_tokens"]
+        async def client(engine: LocalEngine) -> None:
+            nonlocal tokens
+            while queue:
+                body = queue.pop()
+                started = time.perf_counter()
+                answer = await engine.complete(body, model=None, timeout=300)
+                latencies.append(time.perf_counter() - started)
+                tokens += answer["usage"]["completion_tokens"]
 
-    started = time.perf_counter()
-    await asyncio.gather(*(client() for _ in range(clients)))
-    wall = time.perf_counter() - started
+        started = time.perf_counter()
+        await asyncio.gather(*(client(engines[i % models]) for i in range(clients)))
+        wall = time.perf_counter() - started
     return {
         "tokens_per_s": tokens / wall,
         "requests_per_s": len(bodies) / wall,
@@ -103,12 +113,18 @@ async def _serve(bodies: list[dict], clients: int, threads: int) -> dict:
     }
 
 
-def _one_load(checkout: Path, bodies_file: Path, clients: int, threads: int) -> dict:
+def _one_load(checkout: Path, bodies_file: Path, clients: int, threads: int, models: int) -> dict:
     """Run one load on `checkout`'s engine in a fresh process (this file as a script, with
     only that checkout on the path); its figures."""
     env = {**os.environ, "PYTHONPATH": str(checkout), "TOKENIZERS_PARALLELISM": "false"}
     done = subprocess.run(
-        [sys.executable, __file__, "--load", str(bodies_file), str(clients), str(threads)],
+        [
+            sys.executable,
+            __file__,
+            "--load",
+            str(bodies_file),
+            *map(str, (clients, threads, models)),
+        ],
         cwd=checkout,
         env=env,
         capture_output=True,
@@ -129,6 +145,12 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=48)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--models",
+        type=int,
+        default=1,
+        help="checkpoints served at once (2: a stable and its canary)",
+    )
     parser.add_argument("--compare", type=Path, help="another checkout whose engine to run too")
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
@@ -145,7 +167,7 @@ def main() -> None:
         for round_ in range(args.rounds):
             for name, checkout in checkouts.items():
                 for count in clients:
-                    figure = _one_load(checkout, bodies_file, count, args.threads)
+                    figure = _one_load(checkout, bodies_file, count, args.threads, args.models)
                     figures.setdefault((name, count), []).append(figure)
                     print(
                         f"round {round_ + 1} {name} {count} clients: "
@@ -168,11 +190,13 @@ def _section(args, checkouts, clients, figures) -> list[str]:
     lines = [
         f"## Local engine throughput ({day}, {platform.machine()}, {os.cpu_count()} cores)",
         "",
-        f"`{command}`: the demo model (`LocalEngine`, {args.threads} torch thread(s)) "
+        f"`{command}`: the demo model (`LocalEngine`, {args.threads} torch thread(s); "
+        f"{args.models} checkpoint(s) served at once, the clients taking turns among them) "
         f"answering {args.requests} of the demo bot's requests from closed-loop clients, "
         f"each load in a fresh process; medians of {args.rounds} interleaved rounds.",
         "",
-        "| engine | clients | tokens/s | requests/s | p50 ms | tokens/s vs 1 client |",
+        "| engine | clients | tokens/s | requests/s | p50 ms "
+        f"| tokens/s vs {clients[0]} client(s) |",
         "|---|---|---|---|---|---|",
     ]
     for name in checkouts:
@@ -195,9 +219,9 @@ def _section(args, checkouts, clients, figures) -> list[str]:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--load"]:
-        bodies_path, clients_arg, threads_arg = sys.argv[2:5]
+        bodies_path, *numbers = sys.argv[2:6]
         loaded_bodies = json.loads(Path(bodies_path).read_text())
-        figures_of_load = asyncio.run(_serve(loaded_bodies, int(clients_arg), int(threads_arg)))
+        figures_of_load = asyncio.run(_serve(loaded_bodies, *map(int, numbers)))
         print(json.dumps(figures_of_load))
     else:
         main()

@@ -453,24 +453,22 @@ class _Job:
 
 class _Decoder:
     """Continuous batching on one set of weights: all the requests decoding on them advance
-    one token per forward pass of the whole batch, in one thread.
+    one token per forward pass of the whole batch.
 
     A request joins between two steps: its prompt runs alone (the prefill, its n choices as
     n rows), then its KV cache is left-padded to the batch's length and stacked under it.
     It leaves when its choices end, its room runs out or it is cancelled. Padding is masked
     out and each row has its own positions, so a row's logits are those it would have alone
     (up to float rounding), and each request draws with its own generator: a seed gives the
-    same answer whatever runs beside it. The thread runs while there is work and ends when
-    the batch is empty.
+    same answer whatever runs beside it. Its steps run in the device's `_Scheduler` thread.
     """
 
     def __init__(self, loaded: LoadedModel) -> None:
         self.loaded = loaded
         self._lock = threading.Lock()
         self._waiting: list[_Job] = []
-        self._running = False
-        # The batch, owned by the thread: its jobs, row by row in that order, and per row
-        # the attention mask over the cache, the next position and the last token.
+        # The batch, owned by the scheduler's thread: its jobs, row by row in that order,
+        # and per row the attention mask over the cache, the next position and the last token.
         self._jobs: list[_Job] = []
         self._cache: Any = None
         self._mask: Any = None
@@ -481,28 +479,28 @@ class _Decoder:
     def submit(self, job: _Job) -> None:
         with self._lock:
             self._waiting.append(job)
-            if self._running:
-                return
-            self._running = True
-        threading.Thread(
-            target=self._loop, name=f"decode {self.loaded.version}", daemon=True
-        ).start()
+        _scheduler(self.loaded.device).wake(self)
 
-    def _loop(self) -> None:
-        import torch
+    @property
+    def idle(self) -> bool:
+        with self._lock:
+            return not self._waiting and not self._jobs
 
-        with torch.inference_mode():
-            while True:
-                with self._lock:
-                    joining, self._waiting = self._waiting, []
-                    if not joining and not self._jobs:
-                        self._running = False
-                        return
-                for job in joining:
-                    self._guarded([job], self._admit, job)
-                self._leave([job for job in self._jobs if job.cancelled.is_set()], _Cancelled())
-                if self._jobs:
-                    self._guarded(list(self._jobs), self._step)
+    def turn(self) -> bool:
+        """Admit the requests waiting, drop the cancelled ones, then one step of the batch.
+
+        False when there was nothing to do.
+        """
+        with self._lock:
+            joining, self._waiting = self._waiting, []
+        if not joining and not self._jobs:
+            return False
+        for job in joining:
+            self._guarded([job], self._admit, job)
+        self._leave([job for job in self._jobs if job.cancelled.is_set()], _Cancelled())
+        if self._jobs:
+            self._guarded(list(self._jobs), self._step)
+        return True
 
     def _guarded(self, jobs: list[_Job], work: Callable[..., None], *args: Any) -> None:
         """Run `work`; a failure ends `jobs` with it (a torch error as the upstream's)."""
@@ -604,6 +602,59 @@ class _Decoder:
         self._mask = self._mask[:, start:]
         self._padded = not bool(self._mask.all())
         _select_cache(self._cache, rows, start)
+
+
+class _Scheduler:
+    """The one thread that runs the decoders of a device, one step of each in turn.
+
+    Two sets of weights served at once (a stable and its canary) are two batches; in two
+    threads they would take turns at the GIL between small tensor operations, which on a
+    small CPU costs more than it overlaps (`benchmarks/local_engine.py --models 2`). The
+    thread runs while a decoder has work and ends when none has.
+    """
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self._lock = threading.Lock()
+        self._busy: list[_Decoder] = []
+        self._running = False
+
+    def wake(self, decoder: _Decoder) -> None:
+        """`decoder` has work: give it turns (starting the thread if it is not running)."""
+        with self._lock:
+            if decoder not in self._busy:
+                self._busy.append(decoder)
+            if self._running:
+                return
+            self._running = True
+        threading.Thread(target=self._loop, name=f"decode on {self.device}", daemon=True).start()
+
+    def _loop(self) -> None:
+        import torch
+
+        with torch.inference_mode():
+            while True:
+                with self._lock:
+                    if not self._busy:
+                        self._running = False
+                        return
+                    turns = list(self._busy)
+                for decoder in turns:
+                    if not decoder.turn():
+                        with self._lock:
+                            if decoder.idle:  # not if a request came since its turn
+                                self._busy.remove(decoder)
+
+
+_schedulers: dict[str, _Scheduler] = {}
+_schedulers_lock = threading.Lock()
+
+
+def _scheduler(device: str) -> _Scheduler:
+    with _schedulers_lock:
+        if device not in _schedulers:
+            _schedulers[device] = _Scheduler(device)
+        return _schedulers[device]
 
 
 def _upstream_error(error: Exception, loaded: LoadedModel) -> Exception:

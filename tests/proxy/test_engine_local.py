@@ -439,13 +439,16 @@ async def test_hot_swap_lets_requests_in_flight_finish_on_their_weights(
     await gate.wait_inside(1)  # the old weights' batch is stuck in its first forward
     assert await engine.swap(checkpoint_dir=taught_dir, version="tiny@2") == "tiny@2"
     assert engine.version == "tiny@2" and engine.in_flight == 4
-    new = await asyncio.gather(
+    # The new weights' requests join their own batch (one scheduler thread runs both, so
+    # they run once the old batch's forward is let go).
+    new_requests = asyncio.gather(
         *(engine.complete(body, model=None, timeout=60) for _ in range(2)),
         _stream_ids(engine, body),
     )
-    assert engine.in_flight == 4  # the old ones are still blocked on the old weights
+    await asyncio.sleep(0.2)
+    assert engine.in_flight == 7
     gate.opened.set()
-    finished = await asyncio.gather(*old)
+    finished, new = await asyncio.gather(asyncio.gather(*old), new_requests)
 
     for answer in finished[:3]:
         assert (answer["model"], answer["choices"][0]["token_ids"]) == ("tiny@1", before)
