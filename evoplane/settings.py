@@ -96,6 +96,12 @@ class Settings(BaseSettings):
         description="torch threads for `local` models; 1 is fastest on a small CPU machine.",
     )
     local_max_models: int = Field(default=4, ge=1, description="`local` models kept loaded.")
+    catalog_ttl: float = Field(
+        default=2.0,
+        gt=0,
+        description="Seconds a gateway may route by a cached alias, key or grant after it "
+        "changed (an alias move reaches every gateway within it).",
+    )
     api_port: int = Field(default=8401, ge=1, le=65535)
     gateway_url: str | None = Field(
         default=None,

@@ -26,6 +26,7 @@ def gateway_config(settings: Settings):
         local_device=settings.local_device,
         local_threads=settings.local_threads,
         local_max_models=settings.local_max_models,
+        catalog_ttl=settings.catalog_ttl,
     )
 
 

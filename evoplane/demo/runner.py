@@ -60,6 +60,7 @@ class Endpoints:
     registry_url: str
     temporal_ui: str | None = None
     mlflow: str | None = None
+    catalog_ttl: float = 2.0  # how long the gateway may still route by aliases that moved
 
 
 @dataclass(frozen=True)
@@ -527,6 +528,9 @@ class _Demo:
         row.temporal_url = started.get("ui")
         row.mlflow_url = self._mlflow_url(live.get("mlflow_run_id"))
         row.stable_before, row.stable_after = stable_before, self._stable()
+        # Until the gateway's cached aliases expire, it may route new sessions by those the
+        # evolution moved (to a canary it rolled back, say): the next traffic waits for them.
+        time.sleep(self.endpoints.catalog_ttl)
         canary = _last_gate(row.gates, "canary")
         if canary is not None and not canary.get("skipped"):
             reward = _metric(canary, "reward")

@@ -10,7 +10,9 @@ from contextlib import contextmanager
 from evoplane.demo.runner import Endpoints
 from evoplane.settings import Settings
 
-__all__ = ["endpoints_of", "stack"]
+__all__ = ["DEMO_CATALOG_TTL", "endpoints_of", "stack"]
+
+DEMO_CATALOG_TTL = 0.5  # seconds
 
 
 def endpoints_of(settings: Settings) -> Endpoints:
@@ -23,6 +25,7 @@ def endpoints_of(settings: Settings) -> Endpoints:
         registry_url=settings.registry_url,
         temporal_ui=settings.temporal_ui_url,
         mlflow=settings.tracking_uri,
+        catalog_ttl=settings.catalog_ttl,
     )
 
 
@@ -51,11 +54,15 @@ def stack(
             )
         yield endpoints_of(settings)
         return
-    # One torch thread per generation is far faster on a small CPU than torch's default;
+    # One torch thread is far faster for the tiny model on a small CPU than torch's default;
     # the gateway (local engine) and the GPU worker (training) inherit these.
     os.environ.setdefault("EVOPLANE_LOCAL_THREADS", "1")
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    # The rounds wait for alias moves to reach the gateway between evolutions: a short
+    # cache keeps that wait short (the demo's registry is on this machine).
+    if "EVOPLANE_CATALOG_TTL" not in os.environ:
+        settings = settings.model_copy(update={"catalog_ttl": DEMO_CATALOG_TTL})
     services = embedded_services(settings)
     for service in services:
         service.check_ports(settings.host)

@@ -158,6 +158,7 @@ def gateway_service(settings: Settings) -> Service:
         "EVOPLANE_GATEWAY_PORT": str(settings.gateway_port),
         "EVOPLANE_HOST": settings.host,
         "EVOPLANE_DATABASE_URL": settings.registry_url,
+        "EVOPLANE_CATALOG_TTL": str(settings.catalog_ttl),
     }
     url = f"http://{settings.host}:{settings.gateway_port}"
     return Service(

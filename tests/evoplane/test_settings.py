@@ -81,9 +81,11 @@ def test_gateway_config_carries_the_seal_key_and_local_engine_settings(monkeypat
     monkeypatch.setenv("EVOPLANE_SEAL_KEY", "k" * 43 + "=")
     monkeypatch.setenv("EVOPLANE_LOCAL_THREADS", "1")
     monkeypatch.setenv("EVOPLANE_LOCAL_DEVICE", "cuda:1")
+    monkeypatch.setenv("EVOPLANE_CATALOG_TTL", "0.25")
     config = gateway_config(load_settings())
     assert config.seal_key == "k" * 43 + "="
     assert (config.local_threads, config.local_device) == (1, "cuda:1")
+    assert config.catalog_ttl == 0.25
 
 
 def test_temporal_tls_follows_the_settings(monkeypatch, tmp_path: Path) -> None:
