@@ -91,6 +91,8 @@ class Round:
     # The drift's traffic before its evolution (for a hotfix, before and after it), in the
     # scale's tickets.
     window: float = 1.0
+    # How long the canary watches, in the scale's canary steps.
+    canary_length: float = 1.0
 
 
 ROUNDS: tuple[Round, ...] = (
@@ -147,6 +149,10 @@ ROUNDS: tuple[Round, ...] = (
         # 0.50-0.52 on a window of 34 tickets (about 29 training prompts), 0.61-0.62 on 68
         # (training seeds 0 and 1), and 0.66 on 136 (seed 0).
         window=1.7,
+        # Its tickets take longer (tool calls, retries, a second model in the gateway): a
+        # 10 s canary saw 41 and 42 sessions where the memory round's saw 124 and 122, and
+        # measured one candidate whose held-out right-tool rate went 0.38 -> 0.88 at -0.05.
+        canary_length=2.5,
     ),
     Round(
         name="gate",

@@ -502,8 +502,12 @@ class _Demo:
     def _options(self, round_: Round, since: datetime) -> dict[str, Any]:
         """The evolution's options: its window is the drift's traffic since `since`, so
         earlier rounds' traffic and live gates stay out of it."""
+        gate = dict(self.scale.gate)
+        if round_.canary_length != 1.0 and "step_seconds" in gate:
+            gate["step_seconds"] *= round_.canary_length
         return {
             "window_since": since.isoformat(),
+            **({"gate": gate} if gate != self.scale.gate else {}),
             "skip_gates": list(self.scale.skip_gates),
             "actor": "evoplane-demo",
             "reason": f"demo round {round_.name}: {round_.drift}",
