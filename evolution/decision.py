@@ -78,6 +78,12 @@ class PolicyConfig(_Value):
     drift_sensitivity: float = Field(
         1.0, ge=0.0, description="gain discount per unit of workload drift (JS divergence)"
     )
+    drift_min_trajectories: int = Field(
+        30,
+        ge=1,
+        description="trajectories the period before the window needs for a drift to count "
+        "(the mix of a few is noise: three sessions of one task type read as a drift of 0.7)",
+    )
     regression_tolerance: float = Field(
         0.05, ge=0.0, description="reward drop vs the parent that warrants a rollback"
     )
@@ -234,7 +240,7 @@ def _forced_target(
 def _options(stats: WindowStats, config: PolicyConfig) -> dict[Action, _Option]:
     options = {action: _change_option(action, stats, config) for action in _CHANGES}
     options[Action.ROLLBACK] = _rollback_option(stats, config)
-    options[Action.NOOP] = _Option(Action.NOOP, 0.0, 0.0, 0.0, _baseline(stats))
+    options[Action.NOOP] = _Option(Action.NOOP, 0.0, 0.0, 0.0, _baseline(stats, config))
     return options
 
 
@@ -269,7 +275,7 @@ def _aim(
     evidence = (
         f"{cluster.kind} '{cluster.key}': {cluster.share:.0%} of trajectories "
         f"({cluster.trajectories}, >= {share:.0%} at 95%) across {_breadth_text(cluster)}; "
-        f"{action} removes about {fit:.0%} of it{_drift_note(stats)}"
+        f"{action} removes about {fit:.0%} of it{_drift_note(stats, config)}"
     )
     return _Option(action, gain, config.cost(action), risk, evidence, cluster)
 
@@ -310,9 +316,17 @@ def _wilson_low(share: float, total: int, z: float = 1.96) -> float:
 
 def _drift_factor(stats: WindowStats, config: PolicyConfig) -> float:
     """A moving workload makes any fix built on this window less likely to pay off."""
-    if stats.drift is None or stats.drift.previous_trajectories == 0:
+    divergence = _drift(stats, config)
+    if divergence is None:
         return 1.0
-    return max(0.0, 1.0 - config.drift_sensitivity * stats.drift.divergence)
+    return max(0.0, 1.0 - config.drift_sensitivity * divergence)
+
+
+def _drift(stats: WindowStats, config: PolicyConfig) -> float | None:
+    """The workload's drift from the period before, when that period had enough traffic."""
+    if stats.drift is None or stats.drift.previous_trajectories < config.drift_min_trajectories:
+        return None
+    return stats.drift.divergence
 
 
 def _rollback_option(stats: WindowStats, config: PolicyConfig) -> _Option:
@@ -506,11 +520,12 @@ def _noop_reason(stats: WindowStats, config: PolicyConfig, change: ActionScore |
     if change.expected_gain < config.min_gain:
         return (
             f"the best allowed change, {change.action}, expects a gain of "
-            f"{change.expected_gain:.3f}, below min_gain {config.min_gain:.3f}{_drift_note(stats)}"
+            f"{change.expected_gain:.3f}, below min_gain {config.min_gain:.3f}"
+            f"{_drift_note(stats, config)}"
         )
     return (
         f"the best allowed change, {change.action}, does not pay for its cost and risk "
-        f"(gain {change.expected_gain:.3f}, score {change.score:.3f}){_drift_note(stats)}"
+        f"(gain {change.expected_gain:.3f}, score {change.score:.3f}){_drift_note(stats, config)}"
     )
 
 
@@ -591,17 +606,18 @@ def _nothing_to_address(
     return f"the widest failure '{widest.key}' spans {_breadth_text(widest)}; weights need {needed}"
 
 
-def _baseline(stats: WindowStats) -> str:
+def _baseline(stats: WindowStats, config: PolicyConfig) -> str:
     return (
         f"change nothing: success {_rate_text(stats.task_success)} over "
-        f"{stats.trajectories} trajectories{_drift_note(stats)}"
+        f"{stats.trajectories} trajectories{_drift_note(stats, config)}"
     )
 
 
-def _drift_note(stats: WindowStats) -> str:
-    if stats.drift is None or stats.drift.divergence < _NOTABLE_DRIFT:
+def _drift_note(stats: WindowStats, config: PolicyConfig) -> str:
+    divergence = _drift(stats, config)
+    if divergence is None or divergence < _NOTABLE_DRIFT:
         return ""
-    return f" (gains discounted for workload drift {stats.drift.divergence:.2f})"
+    return f" (gains discounted for workload drift {divergence:.2f})"
 
 
 def _count(n: int, noun: str) -> str:

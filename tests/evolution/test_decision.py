@@ -318,6 +318,20 @@ def test_workload_drift_discounts_every_change() -> None:
     assert moving.action is Action.NOOP and "drift 0.90" in moving.reason
 
 
+def test_a_drift_read_off_a_few_trajectories_discounts_nothing() -> None:
+    """Three sessions before the window all of one task type read as a large drift; the
+    policy needs `drift_min_trajectories` before it believes one."""
+    calm = decide(window(failures=[MISSING_FACT], drift=None))
+    few = Drift(divergence=0.9, previous_trajectories=3)
+    noisy = decide(window(failures=[MISSING_FACT], drift=few))
+    assert score_of(noisy, Action.MEMORY) == score_of(calm, Action.MEMORY)
+    assert noisy.action is Action.MEMORY and "drift" not in noisy.reason
+    strict = decide(
+        window(failures=[MISSING_FACT], drift=few), PolicyConfig(drift_min_trajectories=3)
+    )
+    assert strict.action is Action.NOOP and "drift 0.90" in strict.reason
+
+
 def test_force_takes_the_forced_action_and_keeps_every_score() -> None:
     stats = window(failures=[MISSING_FACT])
     record = decide(stats, force=Action.WEIGHTS)
