@@ -658,6 +658,7 @@ def _signals(stats: WindowStats) -> dict[str, Signal]:
         "failure_clusters": len(stats.failures),
         **_top_cluster_signals(stats.failures[0] if stats.failures else None),
         "drift": stats.drift.divergence if stats.drift else None,
+        "drift_previous_trajectories": stats.drift.previous_trajectories if stats.drift else None,
         "canary_delta": stats.canary.delta if stats.canary else None,
         "canary_samples": stats.canary.canary.n if stats.canary else None,
         "regression_delta": stats.regression.delta if stats.regression else None,

@@ -326,6 +326,7 @@ def test_a_drift_read_off_a_few_trajectories_discounts_nothing() -> None:
     noisy = decide(window(failures=[MISSING_FACT], drift=few))
     assert score_of(noisy, Action.MEMORY) == score_of(calm, Action.MEMORY)
     assert noisy.action is Action.MEMORY and "drift" not in noisy.reason
+    assert (noisy.signals["drift"], noisy.signals["drift_previous_trajectories"]) == (0.9, 3)
     strict = decide(
         window(failures=[MISSING_FACT], drift=few), PolicyConfig(drift_min_trajectories=3)
     )
