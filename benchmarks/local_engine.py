@@ -8,11 +8,11 @@ Each load runs in a fresh process that loads `evoplane/demo/model` into a `Local
 (torch threads as the demo's gateway sets them) and sends it the same list of requests from
 closed-loop clients: a shop's system message, a customer's ticket, the shop's tools, the
 bot's temperature and token limit, a seed per request; with --models 2, clients alternate
-between two checkpoints served at once (a stable and its canary). It prints, per client count, the
-tokens per second, the requests per second and the p50 latency of a request, with the
-ratio of tokens per second to one client's. --compare runs the same loads on another
-checkout's engine (a `git worktree` of an older commit, say) in the same rounds, for a
-before/after on one machine. --write appends the results to benchmarks/RESULTS.md.
+between two checkpoints served at once (a stable and its canary). It prints, per client
+count, the tokens per second, the requests per second and the p50 latency of a request, with
+the ratio of tokens per second to the first client count's. --compare runs the same loads on
+another checkout's engine (a `git worktree` of an older commit, say) in the same rounds, for
+a before/after on one machine. --write appends the results to benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations

@@ -16,9 +16,10 @@ Generation is a plain token loop with a KV cache (not `model.generate`), so the 
 exactly the model's own and each request draws from its own seeded `torch.Generator`: the
 same seed gives the same answer whatever other traffic runs. The requests on one set of
 weights decode together, continuously batched (`_Decoder`): one forward pass a token for the
-whole batch, requests joining and leaving it between steps, in one thread per set of weights
-so the event loop stays free. On a small CPU that is what lets throughput grow with
-concurrency (`benchmarks/local_engine.py`): a thread per request mostly waits for the GIL.
+whole batch, requests joining and leaving it between steps. One thread per device
+(`_Scheduler`) steps every set of weights' batch in turn, so the event loop stays free. On a
+small CPU that is what lets throughput grow with concurrency (`benchmarks/local_engine.py`):
+a thread per request mostly waits for the GIL.
 
 `swap` loads new weights in a thread and then switches atomically: a request keeps the
 weights it started with, and each response's `model` names the weights that produced it.
