@@ -2,7 +2,14 @@
 
 GRPO learns only from groups whose samples differ in reward, so a reward must separate a
 right decision from a wrong one sharply: here, whether the sample calls the prompt's
-reference tool with arguments that validate against the tool's real JSON schema.
+reference tool with arguments the agent's tool accepts.
+
+A call is judged as the agent receives it. Under a tool-schema overlay the model sees a
+schema of the version's making, and the gateway renames the arguments of its calls back to
+the agent's names (`ToolOverride.argument_map`) before the agent's tool validates them; a call
+written in the agent's own names passes through unrenamed and works too. Judged against the
+model's schema alone, such a call would score as broken, and training would push the model
+away from calls that succeed in service.
 """
 
 from __future__ import annotations
@@ -47,17 +54,29 @@ class ToolCallReward:
             arguments = json.loads(calls[0]["function"]["arguments"])
         except ValueError:
             return 0.0
-        if not _valid(arguments, _schema(prompt, name)):  # also: a tool not offered
+        if _schema(prompt.tools, name) is None:  # not offered to the model: never served
+            return 0.0
+        received = _as_received(prompt, name, arguments)
+        if not _valid(received, _schema(prompt.agent_tools or prompt.tools, name)):
             return 0.0
         if name != prompt.reference["name"]:
             return self.format_credit
-        if self.match_arguments and arguments != prompt.reference.get("arguments"):
+        expected = _as_received(prompt, name, prompt.reference.get("arguments"))
+        if self.match_arguments and received != expected:
             return self.format_credit
         return 1.0
 
 
-def _schema(prompt: RecordedPrompt, name: str) -> dict[str, Any] | None:
-    for tool in prompt.tools:
+def _as_received(prompt: RecordedPrompt, name: str, arguments: Any) -> Any:
+    """A call's arguments under the agent's names, as the gateway hands them over."""
+    mapping = prompt.argument_maps.get(name)
+    if not mapping or not isinstance(arguments, dict):
+        return arguments
+    return {mapping.get(key, key): value for key, value in arguments.items()}
+
+
+def _schema(tools: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    for tool in tools:
         function = tool.get("function") or {}
         if function.get("name") == name:
             return function.get("parameters") or {}

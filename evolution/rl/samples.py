@@ -4,7 +4,9 @@ Only what a training export may hold is read (`registry.export_records`: trainin
 events of real user traffic, never shadow or evaluation traffic), for the tenants a job is
 allowed to train on. Each recorded llm_call becomes a `RecordedPrompt`: the request the model
 saw (after overlays), the tools it was offered, the completion it produced with the token ids
-and behaviour logprobs the gateway captured, and its effective reward.
+and behaviour logprobs the gateway captured, and its effective reward; where the version's
+tool-schema overlay renamed arguments, also the agent's own tools and the renames, so that a
+sampled call can be judged as the agent would receive it (`evolution.rl.rewards`).
 
 A prompt's *reference* is the tool call known to be right for it: its own call when that step
 was rewarded, else the rewarded call that resolved the same user turn later in the trajectory
@@ -39,6 +41,10 @@ class RecordedPrompt:
     reward: float | None = None
     model_checkpoint: str | None = None
     reference: dict[str, Any] | None = None  # {"name": ..., "arguments": {...}}
+    # The agent's own tools where a version's overlay showed the model others (else empty:
+    # the same as `tools`), and per tool the model-facing argument name -> the agent's.
+    agent_tools: list[dict[str, Any]] = field(default_factory=list)
+    argument_maps: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def has_behaviour(self) -> bool:
@@ -66,6 +72,7 @@ def recorded_prompts(
 
 def _prompts_of(record: dict[str, Any]) -> list[RecordedPrompt]:
     tools = _offered_tools(record["events"])
+    undo = {event["id"]: _agent_request(event) for event in record["events"]}
     steps = record["steps"]
     references = _references(steps)
     return [
@@ -79,9 +86,19 @@ def _prompts_of(record: dict[str, Any]) -> list[RecordedPrompt]:
             reward=step["reward"] if step["reward"] is not None else record["reward"],
             model_checkpoint=step["model_checkpoint"],
             reference=references.get(step["event_id"]),
+            agent_tools=list(undo.get(step["event_id"], {}).get("tools") or []),
+            argument_maps=dict(undo.get(step["event_id"], {}).get("argument_maps") or {}),
         )
         for step in steps
     ]
+
+
+def _agent_request(event: dict[str, Any]) -> dict[str, Any]:
+    """What the gateway recorded to undo its overlays (`agent_request`): the agent's own
+    tools and the argument maps, among others; empty when the overlays changed nothing."""
+    data = (event.get("observation") or {}).get("data") or {}
+    undo = data.get("agent_request")
+    return undo if isinstance(undo, dict) else {}
 
 
 def _offered_tools(events: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import openai
 import pytest
 
@@ -17,6 +18,8 @@ from atdp import (
     VersionSpec,
 )
 from evolution.replay import request_body
+from evolution.rl.rewards import ToolCallReward
+from evolution.rl.samples import recorded_prompts
 from proxy.overlays import MEMORY_BLOCK_START
 from registry import Alias, MemoryKind, add_memory_item, register_version, set_alias, transaction
 from tests.proxy.test_gateway_sdk import LOOKUP, client, stored
@@ -314,3 +317,58 @@ def test_the_agents_own_request_is_recoverable_from_the_recorded_event(live, ups
     assert recovered["tools"][0]["function"].get("description") == LOOKUP["function"].get(
         "description"
     )
+
+
+def test_a_training_prompt_keeps_what_the_agents_tools_accept(live, upstream) -> None:
+    """A weights job rewards calls as the agent receives them, so the export must say how the
+    version renamed the arguments and what the agent's own schemas are."""
+    server, engine, keys = live
+    shown = {
+        "type": "object",
+        "properties": {"id": {"type": "string"}},
+        "required": ["id"],
+        "additionalProperties": False,
+    }
+    promote(
+        engine,
+        VersionSpec(
+            model=ModelRef(engine="openai", base_url=upstream.base_url),
+            tools=ToolSchemaOverlay(
+                tools={
+                    "lookup_order": ToolOverride(parameters=shown, argument_map={"id": "order_id"})
+                }
+            ),
+        ),
+    )
+    server.gateway.catalog.forget()
+    # The model writes the agent's own argument name; no map renames it and the agent's
+    # tool takes it, so the customer is served and says so.
+    raw = client(server, keys["acme"]).chat.completions.with_raw_response.create(
+        model="support-bot",
+        messages=[{"role": "user", "content": 'call lookup_order with {"order_id": "A-17"}'}],
+        tools=[LOOKUP],
+        extra_headers={"X-Session-Id": "export-1"},
+    )
+    call = raw.parse().choices[0].message.tool_calls[0]
+    assert json.loads(call.function.arguments) == {"order_id": "A-17"}
+    posted = httpx.post(
+        f"{server.base_url}/feedback",
+        json={"event_id": raw.headers["X-Evoplane-Event-Id"], "thumbs": "up"},
+        headers={"Authorization": f"Bearer {keys['acme']}"},
+    )
+    assert posted.status_code == 201, posted.text
+    server.flush()
+    with transaction(engine) as session:
+        (prompt,) = recorded_prompts(session, "support-bot", ["acme"])
+    assert prompt.tools[0]["function"]["parameters"] == shown  # what the model saw
+    assert prompt.agent_tools == [LOOKUP]
+    assert prompt.argument_maps == {"lookup_order": {"id": "order_id"}}
+    assert prompt.reference == {"name": "lookup_order", "arguments": {"order_id": "A-17"}}
+    reward = ToolCallReward()
+
+    def scored(arguments: dict) -> float:
+        payload = json.dumps({"name": "lookup_order", "arguments": arguments})
+        return reward(prompt, f"<tool_call>{payload}</tool_call>")
+
+    assert scored({"order_id": "A-17"}) == scored({"id": "A-17"}) == 1.0
+    assert scored({"ref": "A-17"}) == 0.0

@@ -70,6 +70,36 @@ def test_matching_arguments_gives_other_values_only_the_format_credit() -> None:
     assert reward(PROMPT, call("cancel_order", {"order_id": "43"})) == 0.1
 
 
+# The demo's release 2: the platform's cancel_order takes `id`; a tool-schema version shows
+# the model `order_id` again and renames it back (`argument_map` model name -> agent's).
+RENAMED = replace(
+    PROMPT,
+    tools=[_tool("cancel_order", "order_id"), _tool("lookup_order", "order_id")],
+    agent_tools=[
+        _tool("cancel_order", "id"),
+        _tool("lookup_order", "order_id"),
+        _tool("refund", "order_id"),  # the agent's, blocked by the version: never offered
+    ],
+    argument_maps={"cancel_order": {"order_id": "id"}},
+)
+
+
+@pytest.mark.parametrize("credit", [0.0, 0.1])
+def test_a_call_is_judged_as_the_agent_receives_it(credit) -> None:
+    reward = ToolCallReward(format_credit=credit)
+    assert reward(RENAMED, RIGHT) == 1.0  # renamed to `id` on its way to the agent
+    # Written in the agent's own name: no map renames it, and the agent's tool accepts it.
+    assert reward(RENAMED, call("cancel_order", {"id": "42"})) == 1.0
+    assert reward(RENAMED, WRONG_TOOL) == credit
+    assert reward(RENAMED, call("cancel_order", {"ref": "42"})) == 0.0
+    assert reward(RENAMED, call("lookup_order", {"id": "42"})) == 0.0  # no map for it
+    assert reward(RENAMED, call("refund", {"order_id": "42"})) == 0.0  # the gateway drops it
+    # Matching arguments compares both calls under the agent's names.
+    matching = ToolCallReward(match_arguments=True, format_credit=0.1)
+    assert matching(RENAMED, call("cancel_order", {"id": "42"})) == 1.0
+    assert matching(RENAMED, call("cancel_order", {"id": "43"})) == 0.1
+
+
 def test_a_prompt_without_a_reference_earns_nothing() -> None:
     unlabelled = replace(PROMPT, reference=None)
     assert ToolCallReward(format_credit=0.1)(unlabelled, RIGHT) == 0.0
