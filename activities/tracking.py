@@ -308,6 +308,9 @@ def _candidate_files(
             parent_spec.get("tools") or {}, candidate_spec.get("tools") or {}
         ),
         "spec.json": _pretty_json(candidate_spec),
+        # The whole spec against the parent's: what the part diffs above do not cover (a
+        # guardrail, the model and its checkpoint) shows here too.
+        "spec.diff": _unified(_pretty_json(parent_spec), _pretty_json(candidate_spec), "spec.json"),
         "checkpoint.txt": f"{checkpoint}\n" if checkpoint else "",
     }
     return {name: text for name, text in files.items() if text}

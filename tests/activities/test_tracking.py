@@ -171,6 +171,7 @@ def test_candidate_artifacts_show_what_changed(tracker, client, agent, tmp_path)
             "candidate/memory_items.json",
             "candidate/tool_schema.diff",
             "candidate/spec.json",
+            "candidate/spec.diff",
             "candidate/checkpoint.txt",
         }
     )
@@ -183,6 +184,21 @@ def test_candidate_artifacts_show_what_changed(tracker, client, agent, tmp_path)
     assert '+  "description": "Find an order by its id (e.g. A-123).",' in tools
     assert json.loads(_artifact(client, run_id, "candidate/spec.json", tmp_path)) == candidate
     assert _artifact(client, run_id, "candidate/checkpoint.txt", tmp_path) == "s3://ckpt/step-40\n"
+
+
+def test_the_spec_diff_shows_changes_no_part_diff_covers(tracker, client, agent, tmp_path):
+    """A cost cap (a guardrail) and new weights (the model) have no part diff of their own."""
+    run_id = _start(tracker, agent)
+    parent = _spec("Be brief.", ["m1"], {})
+    candidate = json.loads(json.dumps(parent))
+    candidate["guardrails"]["max_tokens"] = 24
+    candidate["model"]["checkpoint"] = "/ckpt/evolution-7/final"
+    paths = tracker.log_candidate(run_id, parent_spec=parent, candidate_spec=candidate)
+    assert paths == ["candidate/spec.json", "candidate/spec.diff"]
+    diff = _artifact(client, run_id, "candidate/spec.diff", tmp_path)
+    assert '-    "max_tokens": null,\n+    "max_tokens": 24,\n' in diff
+    assert '-    "checkpoint": null,\n+    "checkpoint": "/ckpt/evolution-7/final",\n' in diff
+    assert diff.startswith("--- parent/spec.json\n+++ candidate/spec.json\n")
 
 
 def test_candidate_without_changes_writes_only_its_spec(tracker, client, agent):
