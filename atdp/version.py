@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from functools import cached_property
+from typing import Any, Self
 
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt
 
@@ -114,6 +116,12 @@ class VersionSpec(ATDPModel):
     def part_hashes(self) -> dict[str, str]:
         """A fingerprint per part, recorded in event metadata as the versions in force."""
         return dict(self._hashes[1])
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy with `update` applied; its hashes are computed afresh, not copied."""
+        copied = super().model_copy(update=update, deep=deep)
+        copied.__dict__.pop("_hashes", None)
+        return copied
 
     @cached_property
     def _hashes(self) -> tuple[str, dict[str, str]]:

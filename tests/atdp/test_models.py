@@ -176,6 +176,18 @@ def test_version_content_hash_depends_on_content_only() -> None:
     assert a.part_hashes()["harness"] != c.part_hashes()["harness"]
 
 
+def test_a_copy_of_a_hashed_version_hashes_its_own_content() -> None:
+    """Hashes are cached on the frozen spec; a copy with changes must not inherit them (it
+    would register as its parent and report the parent's fingerprints)."""
+    a = VersionSpec(model=ModelRef(engine="openai", model="m"))
+    hashed = a.content_hash(), a.part_hashes()
+    c = a.model_copy(update={"harness": Harness(instructions="Be thorough.")})
+    fresh = VersionSpec.model_validate_json(c.model_dump_json())
+    assert c.content_hash() == fresh.content_hash() != hashed[0]
+    assert c.part_hashes() == fresh.part_hashes() != hashed[1]
+    assert a.model_copy().content_hash() == hashed[0]
+
+
 @pytest.mark.parametrize("value", [1e13, -2e12, 1e300])
 def test_reward_values_are_bounded_so_means_stay_finite(value: float) -> None:
     with pytest.raises(ValidationError) as caught:
