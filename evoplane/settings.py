@@ -100,7 +100,8 @@ class Settings(BaseSettings):
         default=2.0,
         gt=0,
         description="Seconds a gateway may route by a cached alias, key or grant after it "
-        "changed (an alias move reaches every gateway within it).",
+        "changed. On PostgreSQL changes are announced and apply at once; the TTL bounds what "
+        "an announcement missed, and on SQLite it is the bound.",
     )
     api_port: int = Field(default=8401, ge=1, le=65535)
     gateway_url: str | None = Field(

@@ -2,7 +2,9 @@
 
 Versions are immutable, so they are cached for good; aliases, keys and grants change
 rarely and are cached for a few seconds, so a promotion or a revoked key takes effect
-within `ttl` without a database round trip per request.
+within `ttl` without a database round trip per request. On PostgreSQL the registry
+announces each such change and the gateway drops the entry at once (`changed`), so the TTL
+only bounds what an announcement missed.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from registry import (
     AgentVersion,
     AliasState,
     ApiKeyIdentity,
+    Change,
     SessionRoute,
     SessionRouteReader,
     TenantPolicy,
@@ -136,7 +139,8 @@ class Catalog:
         return await self._cached(("key", api_key), lambda: self.read(authenticate, api_key))
 
     async def agents_of(self, tenant: str) -> list[str]:
-        return await self._cached(("grants", tenant), lambda: self.read(tenant_agents, tenant))
+        key = (Change.GRANTS.value, tenant)
+        return await self._cached(key, lambda: self.read(tenant_agents, tenant))
 
     async def policy(self, tenant: str) -> TenantPolicy:
         async def load() -> TenantPolicy:
@@ -166,3 +170,16 @@ class Catalog:
     def forget(self) -> None:
         """Drop every expiring entry (tests and admin actions that must apply at once)."""
         self._expiring.clear()
+
+    def changed(self, change: tuple[Change, str] | None) -> None:
+        """Drop what an announced registry change made stale (`registry.changes`); an
+        announcement this gateway does not understand drops everything."""
+        if change is None:
+            self.forget()
+            return
+        kind, name = change
+        if kind is Change.KEYS:  # cached by the secret, which announcements never carry
+            for key in [key for key in self._expiring if key[0] == "key"]:
+                del self._expiring[key]
+        else:
+            self._expiring.pop((kind.value, name), None)

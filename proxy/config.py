@@ -16,7 +16,8 @@ class GatewayConfig:
         database_url: the registry.
         spool_dir: where capture records wait for the registry (crash-safe).
         rate_limit: requests per second per tenant, None for no limit.
-        catalog_ttl: seconds a cached alias, key or grant may be stale.
+        catalog_ttl: seconds a cached alias, key or grant may be stale when no announcement
+            of its change arrives (SQLite, or a gateway reconnecting to PostgreSQL).
         local_device: where versions with the `local` engine run ("cpu", "cuda", "cuda:N").
         local_max_models: local models kept loaded; the least recently used is unloaded
             once its requests in flight have finished.

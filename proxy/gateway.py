@@ -51,6 +51,7 @@ from proxy.signals import abandonment_reward, implicit_rewards
 from registry import (
     AgentVersion,
     ApiKeyIdentity,
+    ChangeListener,
     NotFoundError,
     SealedEvent,
     SessionRoute,
@@ -151,6 +152,8 @@ class Gateway:
         self.db = create_db_engine(config.database_url)
         check_schema(self.db)
         self.catalog = Catalog(self.db, ttl=config.catalog_ttl)
+        # Registry announcements of alias, key and grant changes (PostgreSQL only).
+        self.changes = ChangeListener.for_engine(self.db, self.catalog.changed, self.catalog.forget)
         self.router = Router(self.catalog, self._record_placement)
         self.writer = CaptureWriter(
             self.db,
@@ -173,6 +176,8 @@ class Gateway:
         await asyncio.to_thread(self.writer.start)
         asyncio.get_running_loop().add_reader(self.writer.placements, self._adopt_placements)
         self.spawn(self._sweep_idle_sessions())
+        if self.changes is not None:
+            self.spawn(self.changes.run())
 
     def _record_placement(self, route: SessionRoute) -> None:
         self.writer.submit([CaptureRecord("session_route", route)])

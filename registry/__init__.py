@@ -16,6 +16,7 @@ from registry.aliases import (
     set_alias,
 )
 from registry.bulk import write_batch
+from registry.changes import Change, ChangeListener
 from registry.db import (
     DatabaseUnavailableError,
     DatabaseURLError,
@@ -122,6 +123,8 @@ __all__ = [
     "AliasState",
     "AlreadyExistsError",
     "ApiKeyIdentity",
+    "Change",
+    "ChangeListener",
     "DatabaseURLError",
     "DatabaseUnavailableError",
     "EffectiveReward",

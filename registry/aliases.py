@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from sqlmodel import Session, select
 
 from atdp import utcnow
+from registry.changes import Change, announce
 from registry.errors import InvalidRecordError, NotFoundError
 from registry.tables import AgentRow, AgentVersionRow, AliasEventRow
 
@@ -132,6 +133,7 @@ def set_alias(
     )
     session.add(row)
     session.flush()
+    announce(session, Change.ALIASES, agent)
     return _move(row)
 
 

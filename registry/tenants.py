@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from sqlmodel import Session, select
 
 from atdp import Consent, TrainingEligibility, new_id, utcnow
+from registry.changes import Change, announce
 from registry.errors import AlreadyExistsError, InvalidRecordError, NotFoundError
 from registry.tables import AgentRow, ApiKeyRow, TenantAgentRow, TenantRow
 
@@ -157,6 +158,7 @@ def revoke_api_key(session: Session, key_id: uuid.UUID) -> None:
         row.revoked_at = utcnow()
         session.add(row)
         session.flush()
+        announce(session, Change.KEYS, str(key_id))
 
 
 def grant_agent(session: Session, tenant: str, agent: str) -> None:
@@ -167,6 +169,7 @@ def grant_agent(session: Session, tenant: str, agent: str) -> None:
     if session.get(TenantAgentRow, (tenant, agent)) is None:
         session.add(TenantAgentRow(tenant=tenant, agent=agent, created_at=utcnow()))
         session.flush()
+        announce(session, Change.GRANTS, tenant)
 
 
 def tenant_agents(session: Session, tenant: str) -> list[str]:

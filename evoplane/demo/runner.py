@@ -532,8 +532,9 @@ class _Demo:
         row.temporal_url = started.get("ui")
         row.mlflow_url = self._mlflow_url(live.get("mlflow_run_id"))
         row.stable_before, row.stable_after = stable_before, self._stable()
-        # Until the gateway's cached aliases expire, it may route new sessions by those the
-        # evolution moved (to a canary it rolled back, say): the next traffic waits for them.
+        # The demo's stack keeps its registry on SQLite, which cannot announce alias moves:
+        # until the gateway's cached aliases expire, it may route new sessions by those the
+        # evolution moved (to a canary it rolled back, say), so the next traffic waits.
         time.sleep(self.endpoints.catalog_ttl)
         canary = _last_gate(row.gates, "canary")
         if canary is not None and not canary.get("skipped"):
