@@ -31,7 +31,12 @@ def world(registry_url, upstream):
 
 
 @pytest.fixture
-def live(world, registry_url, tmp_path):
+def catalog_ttl() -> float:
+    return 2.0
+
+
+@pytest.fixture
+def live(world, registry_url, catalog_ttl, tmp_path):
     """(server, registry engine, keys) with the gateway serving on loopback."""
     engine, keys = world
     config = GatewayConfig(
@@ -39,6 +44,7 @@ def live(world, registry_url, tmp_path):
         spool_dir=tmp_path / "spool",
         max_body_bytes=64 * 1024,
         upstream_timeout=3.0,
+        catalog_ttl=catalog_ttl,
     )
     with GatewayServer(config) as server:
         yield server, engine, keys

@@ -9,11 +9,9 @@ import openai
 import pytest
 
 from atdp import Harness, ModelRef, VersionSpec
-from proxy.config import GatewayConfig
 from registry import Alias, authenticate, register_version, revoke_api_key, set_alias, transaction
 from tests.conftest import postgres_schema_url
 from tests.proxy.test_gateway_sdk import client
-from tests.support.gateway import GatewayServer
 
 TTL = 300.0  # far longer than any wait below: only an announcement can explain a change
 
@@ -24,17 +22,14 @@ def registry_url(postgres_schema) -> str:
 
 
 @pytest.fixture
-def live(world, registry_url, tmp_path):
-    engine, keys = world
-    config = GatewayConfig(
-        database_url=registry_url,
-        spool_dir=tmp_path / "spool",
-        upstream_timeout=3.0,
-        catalog_ttl=TTL,
-    )
-    with GatewayServer(config) as server:
-        _until(lambda: server.gateway.changes.listening.is_set(), "the gateway listens")
-        yield server, engine, keys
+def catalog_ttl() -> float:
+    return TTL
+
+
+@pytest.fixture(autouse=True)
+def listening(live) -> None:
+    server = live[0]
+    _until(lambda: server.gateway.changes.listening.is_set(), "the gateway listens")
 
 
 def _until(condition, what: str, seconds: float = 10.0) -> None:
