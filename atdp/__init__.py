@@ -5,6 +5,7 @@ Pure pydantic models and their JSON Schema; no I/O. See ARCHITECTURE.md, "ATDP i
 
 from atdp._base import ATDP_VERSION, JsonObject, JsonValue, new_id, utcnow
 from atdp.event import (
+    AGENT_REQUEST,
     Action,
     ChatMessage,
     DecodingParams,
@@ -21,6 +22,7 @@ from atdp.event import (
     ToolSpec,
     Traffic,
     UserAction,
+    agent_request,
     rename_arguments,
 )
 from atdp.governance import (
@@ -53,6 +55,7 @@ from atdp.version import (
 )
 
 __all__ = [
+    "AGENT_REQUEST",
     "ATDP_VERSION",
     "Action",
     "BinaryValue",
@@ -97,6 +100,7 @@ __all__ = [
     "UserAction",
     "VersionRefs",
     "VersionSpec",
+    "agent_request",
     "new_id",
     "rename_arguments",
     "utcnow",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import uuid
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, Field, NonNegativeFloat, NonNegativeInt, model_validator
 
@@ -67,6 +67,19 @@ class ToolCall(ATDPModel):
     id: Text
     name: Name
     arguments: Text = Field(description="The arguments exactly as emitted (usually JSON text).")
+
+
+# The key of an llm_call's `observation.data` under which the gateway records how to undo the
+# version's overlays (`proxy.overlays.Overlaid.undo`): the agent's own first message and
+# tools, the messages the overlays added, the argument maps.
+AGENT_REQUEST = "agent_request"
+
+
+def agent_request(data: dict[str, Any] | None) -> dict[str, Any]:
+    """The overlays' undo record in an llm_call's `observation.data`; empty when the
+    overlays changed nothing (or the event is not an llm_call)."""
+    undo = (data or {}).get(AGENT_REQUEST)
+    return undo if isinstance(undo, dict) else {}
 
 
 def rename_arguments(arguments: str, mapping: dict[str, str]) -> str:

@@ -39,7 +39,7 @@ class Overlaid:
     blocked_tools: frozenset[str] = frozenset()
     retrieved: list[ScoredItem] = field(default_factory=list)
     fingerprints: dict[str, str] = field(default_factory=dict)
-    # How to get the agent's own request back from `body` (atdp.agent_request reads it):
+    # How to get the agent's own request back from `body` (`atdp.agent_request` reads it back):
     # empty when the overlays changed nothing.
     undo: dict[str, Any] = field(default_factory=dict)
 

@@ -45,6 +45,7 @@ from atdp import (
     ReplayClass,
     ToolCall,
     ToolCallAction,
+    agent_request,
     rename_arguments,
 )
 
@@ -181,9 +182,7 @@ def request_body(event: Event) -> dict[str, Any]:
 
 
 def _undo(event: Event) -> dict[str, Any]:
-    data = event.observation.data if event.observation else None
-    undo = (data or {}).get("agent_request")
-    return undo if isinstance(undo, dict) else {}
+    return agent_request(event.observation.data if event.observation else None)
 
 
 def _agent_view(

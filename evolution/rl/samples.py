@@ -22,6 +22,8 @@ from typing import Any
 
 from sqlmodel import Session
 
+from atdp import agent_request
+
 __all__ = ["RecordedPrompt", "recorded_prompts", "split_holdout"]
 
 # A step with at least this effective reward counts as a success.
@@ -72,7 +74,11 @@ def recorded_prompts(
 
 def _prompts_of(record: dict[str, Any]) -> list[RecordedPrompt]:
     tools = _offered_tools(record["events"])
-    undo = {event["id"]: _agent_request(event) for event in record["events"]}
+    # What the gateway recorded to undo the overlays: the agent's own tools, the renames.
+    undo = {
+        event["id"]: agent_request((event.get("observation") or {}).get("data"))
+        for event in record["events"]
+    }
     steps = record["steps"]
     references = _references(steps)
     return [
@@ -91,14 +97,6 @@ def _prompts_of(record: dict[str, Any]) -> list[RecordedPrompt]:
         )
         for step in steps
     ]
-
-
-def _agent_request(event: dict[str, Any]) -> dict[str, Any]:
-    """What the gateway recorded to undo its overlays (`agent_request`): the agent's own
-    tools and the argument maps, among others; empty when the overlays changed nothing."""
-    data = (event.get("observation") or {}).get("data") or {}
-    undo = data.get("agent_request")
-    return undo if isinstance(undo, dict) else {}
 
 
 def _offered_tools(events: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

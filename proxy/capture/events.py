@@ -24,6 +24,7 @@ from typing import Any
 import orjson
 
 from atdp import (
+    AGENT_REQUEST,
     EventKind,
     MessageAction,
     ReplayClass,
@@ -383,7 +384,7 @@ def _llm_draft(
     if exchange.overlaid.undo:
         # What the model saw is recorded; this recovers what the agent sent, so a replay
         # can serve the agent's request under another version.
-        observation["data"] = {"agent_request": exchange.overlaid.undo}
+        observation["data"] = {AGENT_REQUEST: exchange.overlaid.undo}
     metadata = {**_metadata(exchange), "decoding": _decoding(sent)}
     if harness is not None:
         metadata["prompt_template_fingerprint"] = harness
