@@ -61,8 +61,9 @@ class ToolCallReward:
             return 0.0
         if name != prompt.reference["name"]:
             return self.format_credit
-        expected = _as_received(prompt, name, prompt.reference.get("arguments"))
-        if self.match_arguments and received != expected:
+        if self.match_arguments and received != _as_received(
+            prompt, name, prompt.reference.get("arguments")
+        ):
             return self.format_credit
         return 1.0
 
