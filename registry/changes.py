@@ -22,6 +22,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+from registry.db import libpq_conninfo
+
 __all__ = ["CHANNEL", "Change", "ChangeListener", "announce"]
 
 log = logging.getLogger(__name__)
@@ -90,11 +92,8 @@ class ChangeListener:
         on_reset: Callable[[], None],
     ) -> ChangeListener | None:
         """A listener on the engine's database; None for SQLite, which cannot notify."""
-        url = engine.url
-        if url.get_backend_name() != "postgresql":
-            return None
-        conninfo = url.set(drivername="postgresql").render_as_string(hide_password=False)
-        return cls(conninfo, on_change, on_reset)
+        conninfo = libpq_conninfo(engine)
+        return cls(conninfo, on_change, on_reset) if conninfo is not None else None
 
     async def run(self) -> None:
         """Listen until cancelled, reconnecting (with backoff) whenever the connection fails."""

@@ -18,6 +18,7 @@ __all__ = [
     "describe_url",
     "dumps_json",
     "is_unreachable",
+    "libpq_conninfo",
     "transaction",
 ]
 
@@ -69,6 +70,14 @@ def _mark_big_floats(value: object, found: list[float]) -> object:
 
 def describe_url(url: str | sa.URL) -> str:
     return sa.make_url(url).render_as_string(hide_password=True)
+
+
+def libpq_conninfo(engine: Engine) -> str | None:
+    """The engine's PostgreSQL database as a libpq URL, for a psycopg connection of one's
+    own outside SQLAlchemy's pool; None for SQLite."""
+    if engine.url.get_backend_name() != "postgresql":
+        return None
+    return engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
 def create_db_engine(url: str | sa.URL, *, check: bool = True, **kwargs: object) -> Engine:

@@ -16,7 +16,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from atdp import utcnow
-from registry.db import DatabaseUnavailableError
+from registry.db import DatabaseUnavailableError, libpq_conninfo
 from registry.tables import SessionRouteRow
 from registry.trajectories import _insert_ignoring_duplicates
 
@@ -77,10 +77,8 @@ class SessionRouteReader:
 
     @classmethod
     def for_engine(cls, engine: Engine) -> SessionRouteReader | None:
-        url = engine.url
-        if url.get_backend_name() != "postgresql":
-            return None
-        return cls(url.set(drivername="postgresql").render_as_string(hide_password=False))
+        conninfo = libpq_conninfo(engine)
+        return cls(conninfo) if conninfo is not None else None
 
     async def read(self, keys: Sequence[tuple[str, str, str]]) -> list[SessionRoute | None]:
         """The placement of each (agent, tenant, session), None where there is none.

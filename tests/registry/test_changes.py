@@ -24,6 +24,7 @@ from registry import (
     upgrade,
 )
 from registry.changes import CHANNEL, parse
+from registry.db import libpq_conninfo
 from tests.conftest import postgres_schema_url
 from tests.support.tcp_proxy import TcpProxy
 
@@ -43,16 +44,12 @@ def registry(postgres_schema):
     engine.dispose()
 
 
-def _conninfo(engine) -> str:
-    return engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-
-
 def _heard(listening: psycopg.Connection) -> list[str]:
     return [n.payload for n in listening.notifies(timeout=0.5) if n.channel == CHANNEL]
 
 
 def test_changes_are_announced_when_their_transaction_commits(registry) -> None:
-    with psycopg.connect(_conninfo(registry), autocommit=True) as listening:
+    with psycopg.connect(libpq_conninfo(registry), autocommit=True) as listening:
         listening.execute(f"LISTEN {CHANNEL}")
         with transaction(registry) as session:
             set_alias(session, "bot", Alias.CANARY, "bot@v2", weight=0.5, actor="t")
