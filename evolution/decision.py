@@ -33,7 +33,15 @@ from evolution.window import (
     WindowStats,
 )
 
-__all__ = ["Action", "ActionScore", "DecisionRecord", "PolicyConfig", "decide"]
+__all__ = [
+    "Action",
+    "ActionScore",
+    "DecisionRecord",
+    "PolicyConfig",
+    "decide",
+    "fall_back",
+    "fallbacks",
+]
 
 
 class Action(StrEnum):
@@ -110,7 +118,7 @@ class PolicyConfig(_Value):
 
 
 class ActionScore(_Value):
-    """One action's case: score = expected_gain - cost - risk."""
+    """One action's case: score = expected_gain - cost - risk, aimed at `target`."""
 
     action: Action
     expected_gain: float
@@ -118,6 +126,9 @@ class ActionScore(_Value):
     risk: float
     score: float
     evidence: str
+    # The failure cluster the action was scored against, so a fallback to it knows what
+    # to address (None: rollback, noop, or a change with nothing to aim at).
+    target: FailureCluster | None = None
 
 
 Signal = float | int | str | None
@@ -134,6 +145,8 @@ class DecisionRecord(_Value):
     window: WindowSpec
     stable_version: str | None
     forced: bool = False
+    # The actions the agent was allowed (noop among them); None for all.
+    allowed: list[Action] | None = None
     # The held-back parent has answered: stable is no worse than it (within the regression
     # tolerance) on enough rewards each side, so the holdback may end.
     holdback_answered: bool = False
@@ -219,6 +232,7 @@ def decide(
         window=stats.spec,
         stable_version=stats.stable_version,
         forced=force is not None,
+        allowed=None if allowed is None else _in_order(_permitted(allowed)),
         holdback_answered=_holdback_answered(stats.regression, config),
     )
 
@@ -429,6 +443,7 @@ def _rounded(option: _Option) -> ActionScore:
         risk=risk,
         score=round(gain - cost - risk, 4),
         evidence=option.evidence,
+        target=option.target,
     )
 
 
@@ -460,6 +475,10 @@ def _permitted(allowed: Collection[Action] | None) -> set[Action]:
     return {Action(action) for action in allowed} | {Action.NOOP}
 
 
+def _in_order(actions: set[Action]) -> list[Action]:
+    return [action for action in Action if action in actions]
+
+
 def _argmax(scores: list[ActionScore], among: set[Action]) -> ActionScore:
     """Highest score among `among`; on equal scores the less invasive action wins."""
     candidates = [score for score in scores if score.action in among]
@@ -469,6 +488,39 @@ def _argmax(scores: list[ActionScore], among: set[Action]) -> ActionScore:
 def _best_change(scores: list[ActionScore], among: set[Action]) -> ActionScore | None:
     changes = [score for score in scores if score.action in among - {Action.NOOP}]
     return _argmax(changes, among) if changes else None
+
+
+# -- falling back ----------------------------------------------------------------------
+
+
+def fallbacks(decision: DecisionRecord, config: PolicyConfig) -> list[ActionScore]:
+    """The changes to try next, best first, when the chosen change's operator cannot help.
+
+    Each is an allowed change (memory, harness, tool_schema, weights) other than the chosen
+    one that scores above noop and expects at least `config.min_gain`, in the policy's
+    order (on equal scores the less invasive first), each aimed at its own target. A forced
+    decision has none (a person chose that action), nor has a rollback or a noop.
+    """
+    if decision.forced or decision.action not in _CHANGES:
+        return []
+    noop = next(score for score in decision.scores if score.action is Action.NOOP)
+    permitted = _permitted(decision.allowed) - {decision.action}
+    ranked = [
+        score
+        for score in decision.scores
+        if score.action in _CHANGES
+        and score.action in permitted
+        and score.score > noop.score
+        and score.expected_gain >= config.min_gain
+    ]
+    return sorted(ranked, key=lambda s: (-s.score, _PREFERENCE.index(s.action)))
+
+
+def fall_back(decision: DecisionRecord, to: ActionScore, why: str) -> DecisionRecord:
+    """The decision re-aimed at the fallback `to`: its action, its target, and a reason
+    that says why the evolution moved on (`why`) and what `to` addresses."""
+    reason = f"{to.action}, the next-best change ({why}): {to.evidence} (score {to.score:.3f})"
+    return decision.model_copy(update={"action": to.action, "target": to.target, "reason": reason})
 
 
 # -- reasons ---------------------------------------------------------------------------

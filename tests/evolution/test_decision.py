@@ -10,7 +10,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evolution.decision import Action, DecisionRecord, PolicyConfig, decide
+from evolution.decision import (
+    Action,
+    DecisionRecord,
+    PolicyConfig,
+    decide,
+    fall_back,
+    fallbacks,
+)
 from evolution.window import (
     CanaryDelta,
     Drift,
@@ -437,9 +444,16 @@ def test_any_window_gets_a_complete_consistent_decision(stats, allowed, force) -
     assert record == decide(stats, allowed=allowed, force=force)
     if force is not None:
         assert record.action is force and record.forced
+        assert fallbacks(record, PolicyConfig()) == []
         return
     permitted = set(ORDER) if allowed is None else set(allowed) | {Action.NOOP}
     assert record.action in permitted
+    next_best = fallbacks(record, PolicyConfig())
+    assert [s.score for s in next_best] == sorted((s.score for s in next_best), reverse=True)
+    for score in next_best:
+        assert score.action in permitted - {record.action, Action.ROLLBACK, Action.NOOP}
+        assert score.score > 0 and score.expected_gain >= PolicyConfig().min_gain
+        assert score.target is not None
     if record.action is not Action.NOOP:
         assert score_of(record, record.action) == max(
             score.score for score in record.scores if score.action in permitted
@@ -455,3 +469,87 @@ def test_a_forced_change_on_thin_evidence_still_names_its_target() -> None:
     assert forced.target == BAD_FORMAT  # the cluster a schema change fits
     assert decide(thin, force=Action.MEMORY).target == MISSING_FACT
     assert decide(thin, force=Action.NOOP).target is None
+
+
+# -- falling back ----------------------------------------------------------------------
+
+
+def test_every_score_keeps_the_cluster_it_was_aimed_at() -> None:
+    record = decide(window(failures=[ROUTING, BAD_FORMAT]))
+    targets = {score.action: score.target for score in record.scores}
+    assert targets[Action.TOOL_SCHEMA] == BAD_FORMAT == record.target
+    assert targets[Action.HARNESS] == ROUTING  # the harness fits routing failures better
+    assert targets[Action.WEIGHTS] is None  # nothing wide enough to aim at
+    assert targets[Action.ROLLBACK] is None and targets[Action.NOOP] is None
+
+
+def test_fallbacks_are_the_next_best_changes_in_score_order() -> None:
+    record = decide(window(failures=[MISSING_FACT, BAD_FORMAT, INSTRUCTION]))
+    assert record.action is Action.TOOL_SCHEMA
+    next_best = fallbacks(record, PolicyConfig())
+    # Harness outscores memory by 0.0001: the order is the scores', not the preference's.
+    assert [(s.action, s.target) for s in next_best] == [
+        (Action.HARNESS, INSTRUCTION),
+        (Action.MEMORY, MISSING_FACT),
+    ]
+    assert next_best[0].score > next_best[1].score
+
+
+def test_a_change_below_min_gain_or_not_above_noop_is_no_fallback() -> None:
+    record = decide(window(failures=[BAD_FORMAT]))
+    scores = {score.action: score for score in record.scores}
+    # Memory pays for itself (score > 0) but expects less than min_gain; weights lose to noop.
+    assert scores[Action.MEMORY].score > 0
+    assert scores[Action.MEMORY].expected_gain < PolicyConfig().min_gain
+    assert scores[Action.WEIGHTS].score < 0
+    assert [s.action for s in fallbacks(record, PolicyConfig())] == [Action.HARNESS]
+    generous = PolicyConfig(min_gain=0.01)
+    record = decide(window(failures=[BAD_FORMAT]), generous)
+    assert [s.action for s in fallbacks(record, generous)] == [Action.HARNESS, Action.MEMORY]
+
+
+def test_a_forced_decision_has_no_fallbacks() -> None:
+    stats = window(failures=[MISSING_FACT, BAD_FORMAT, INSTRUCTION])
+    forced = decide(stats, force=Action.TOOL_SCHEMA)
+    assert forced.action is decide(stats).action  # the same choice, but a person made it
+    assert fallbacks(forced, PolicyConfig()) == []
+
+
+def test_an_action_not_allowed_is_no_fallback() -> None:
+    stats = window(failures=[MISSING_FACT, BAD_FORMAT, INSTRUCTION])
+    record = decide(stats, allowed=[Action.TOOL_SCHEMA, Action.MEMORY])
+    assert record.allowed == [Action.MEMORY, Action.TOOL_SCHEMA, Action.NOOP]
+    assert [s.action for s in fallbacks(record, PolicyConfig())] == [Action.MEMORY]
+
+
+def test_a_rollback_or_a_noop_has_no_fallbacks() -> None:
+    rollback = decide(window(failures=[BAD_FORMAT], regression=regression(0.60, 0.80)))
+    assert rollback.action is Action.ROLLBACK
+    assert fallbacks(rollback, PolicyConfig()) == []
+    rare = cluster(FailureKind.TOOL_ARGUMENT, "lookup_order.order_id", trajectories=12)
+    noop = decide(window(failures=[rare]), PolicyConfig(min_gain=0.03))
+    assert noop.action is Action.NOOP
+    assert fallbacks(noop, PolicyConfig(min_gain=0.0)) == []
+
+
+def test_falling_back_re_aims_the_record_and_keeps_the_evidence() -> None:
+    record = decide(window(failures=[ROUTING, BAD_FORMAT]))
+    harness = fallbacks(record, PolicyConfig())[0]
+    moved = fall_back(record, harness, "tool_schema had nothing to propose")
+    assert (moved.action, moved.target) == (Action.HARNESS, ROUTING)
+    assert moved.reason.startswith(
+        "harness, the next-best change (tool_schema had nothing to propose): tool_routing "
+        "'refund_request->lookup_order'"
+    )
+    assert moved.scores == record.scores and moved.signals == record.signals
+    assert moved.window == record.window and not moved.forced
+
+
+def test_a_record_stored_before_targets_and_allowed_were_kept_still_loads() -> None:
+    record = decide(window(failures=[BAD_FORMAT]))
+    stored = record.model_dump(mode="json", exclude={"allowed"})
+    for score in stored["scores"]:
+        del score["target"]
+    old = DecisionRecord.model_validate(stored)
+    assert old.allowed is None and all(score.target is None for score in old.scores)
+    assert old.action is record.action and old.target == record.target
