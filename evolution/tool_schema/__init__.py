@@ -1,13 +1,9 @@
 """The tool-schema operator: schema edits learned from a tool's successful calls, proven by
 replaying its recorded calls against the offered and the candidate schema."""
 
-from evolution.tool_schema.operator import (
-    ToolSchemaConfig,
-    infer_pattern,
-    infer_rules,
-    propose_tool_schema,
-    tool_schema_operator,
-)
+from evolution.tool_schema.config import ToolSchemaConfig
+from evolution.tool_schema.operator import propose_tool_schema, tool_schema_operator
+from evolution.tool_schema.rules import infer_pattern, infer_rules
 
 __all__ = [
     "ToolSchemaConfig",

@@ -1,0 +1,98 @@
+"""A tool's recorded calls in a window, and the schema the window's llm calls offered it."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+
+from sqlmodel import Session, select
+
+from atdp import EventKind, Traffic
+from evolution.analysis import error_class_name, tool_parameter
+from evolution.window import WindowSpec
+from registry import ToolCallRecord, TrajectoryWindow, tool_call_records, window_trajectories
+from registry.tables import EventRow
+
+__all__ = ["RecordedCall", "in_cluster", "offered_spec", "recorded_calls", "trajectory_window"]
+
+_ANONYMOUS_CALLS = frozenset({"", "agent-reported", "unknown"})
+
+
+@dataclass(frozen=True)
+class RecordedCall:
+    """One recorded call of the tool, with its arguments parsed (None when not an object)."""
+
+    record: ToolCallRecord
+    arguments: dict | None
+
+    @property
+    def failed(self) -> bool:
+        return _failed(self.record)
+
+
+def trajectory_window(spec: WindowSpec) -> TrajectoryWindow:
+    """The registry's window for a decision's `WindowSpec`."""
+    return TrajectoryWindow(
+        agent=spec.agent,
+        tenants=tuple(spec.tenants) if spec.tenants is not None else None,
+        version_ids=(spec.version_id,) if spec.version_id else None,
+        since=spec.since,
+        until=spec.until,
+        last=spec.last,
+    )
+
+
+def recorded_calls(session: Session, window: TrajectoryWindow, tool: str) -> list[RecordedCall]:
+    """The tool's calls, once each: a call recorded by the gateway and reported by the
+    agent under the same id is one call, and the record that says it failed stands for it."""
+    kept: dict[tuple, ToolCallRecord] = {}
+    for record in tool_call_records(session, window):
+        if record.tool != tool:
+            continue
+        anonymous = record.call_id in _ANONYMOUS_CALLS
+        key = (record.event_id,) if anonymous else (record.trajectory_id, record.call_id)
+        held = kept.get(key)
+        if held is None or (_failed(record) and not _failed(held)):
+            kept[key] = record
+    return [RecordedCall(record, _parse(record.arguments)) for record in kept.values()]
+
+
+def _failed(record: ToolCallRecord) -> bool:
+    return record.success is False or record.error_class is not None
+
+
+def _parse(arguments: str) -> dict | None:
+    try:
+        parsed = json.loads(arguments) if arguments else {}
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def in_cluster(call: RecordedCall, parameter: str, error_class: str | None) -> bool:
+    """The same test `evolution.analysis` clusters by: error class and named parameter."""
+    record = call.record
+    found = error_class_name(record.error_class) if record.error_class else "failed"
+    return (error_class is None or found == error_class) and tool_parameter(record) == parameter
+
+
+def offered_spec(session: Session, window: TrajectoryWindow, tool: str) -> dict | None:
+    """The tool as the window's llm calls offered it (the most frequent form), or None."""
+    ids = [t.id for t in window_trajectories(session, window)]
+    if not ids:
+        return None
+    statement = select(EventRow.body[("observation", "tools")]).where(
+        EventRow.trajectory_id.in_(ids),
+        EventRow.kind == EventKind.LLM_CALL.value,
+        EventRow.traffic == Traffic.USER.value,
+    )
+    seen: Counter[str] = Counter()
+    for specs in session.exec(statement):
+        for item in specs or []:
+            if item.get("name") == tool and item.get("parameters"):
+                seen[json.dumps(item, sort_keys=True)] += 1
+    if not seen:
+        return None
+    best = min(seen.items(), key=lambda pair: (-pair[1], pair[0]))[0]
+    return json.loads(best)
