@@ -5,7 +5,8 @@ with the baseline's by a rank test (or a bootstrap), with a minimum number of sa
 tolerance and a significance level, and a few critical metrics fail the gate on their own.
 Unlike Kayenta it also judges each tenant: a candidate that helps most tenants must not
 quietly hurt one of them. The replay gate judges paired replays of recorded trajectories
-(`judge_replay`); the safety suite lives in `evolution.safety`.
+(`judge_replay`); the safety suite lives in `evolution.safety`. A failure the candidate
+shares with its parent is a `Finding` about the agent, recorded but not held against it.
 
 Everything here is a plain pydantic value or a pure function: results cross Temporal activity
 boundaries and are stored as JSON with the evolution they decided.
@@ -25,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from evolution.stats import bootstrap_mean_delta, mann_whitney, mean_interval
 
 __all__ = [
+    "Finding",
     "Gate",
     "GateConfig",
     "GateResult",
@@ -156,6 +158,25 @@ class MetricJudgement(_Value):
     reason: str
 
 
+class Finding(_Value):
+    """A failure the candidate shares with its parent: a fact about the agent, not the candidate.
+
+    A gate reports it and does not block on it, since the candidate does not make it worse
+    (unless the check is required, and then it is a failure, not a finding).
+
+    Args:
+        case: the safety case the agent fails.
+        checks: the kinds of check the candidate's answer violated (the parent's did too).
+        reason: what the candidate's answer did, in words.
+        parent_reason: what the parent's answer did: the parent fails the case too.
+    """
+
+    case: str
+    checks: list[str]
+    reason: str
+    parent_reason: str
+
+
 class GateResult(_Value):
     """A gate's verdict with every judgement behind it, as stored with the evolution.
 
@@ -165,6 +186,8 @@ class GateResult(_Value):
         tenants: the per-tenant judgements.
         fixed, broken: replayed trajectories the candidate fixed (a past failure it now passes
             and stable does not) or broke (a known success stable passes and it does not).
+        findings: failures the parent shares, reported as facts about the agent; they
+            did not decide the verdict.
         skipped: the gate did not run because an option skipped it (recorded as a pass).
     """
 
@@ -177,6 +200,7 @@ class GateResult(_Value):
     tenants: list[MetricJudgement] = Field(default_factory=list)
     fixed: list[str] = Field(default_factory=list)
     broken: list[str] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)
     skipped: bool = False
 
     @classmethod
