@@ -1,10 +1,12 @@
-"""The replay gate: the agent's safety suite, then recorded trajectories, on the candidate.
+"""The replay gate: the agent's safety suite, then recorded trajectories, on both versions.
 
 Each request is sent exactly as the gateway would send it for the version (same overlay
 code, same upstream engine), and never passes through capture: replay is evaluation
-traffic, never recorded, never training data. First the candidate answers the safety suite,
-checked by its rules; progress is heartbeated after every case, so a worker that dies
-mid-gate is replaced by one that resumes at the next case instead of starting over. Then the
+traffic, never recorded, never training data. First the candidate and its parent answer the
+safety suite, and the candidate is judged against the parent by the suite's rules (a case
+the parent fails too is a finding about the agent, not a failure of the candidate); the
+answers are heartbeated after every case, so a worker that dies mid-gate is replaced by one
+that resumes at the next unanswered case of each version instead of starting over. Then the
 window's past failures and known successes are replayed (approximate replay) on stable and
 on the candidate and judged in pairs: failures must improve, successes must not break. A
 replayed tool call off the recorded path goes to the tool simulator the trajectory's tenant
@@ -15,9 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Mapping, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from sqlalchemy.engine import Engine
@@ -55,6 +57,9 @@ from registry import AgentVersion, get_agent, get_memory_items, get_version, tra
 __all__ = ["ReplayGate"]
 
 _HEARTBEAT_EVERY = 2.0  # seconds; the workflow's heartbeat timeout is a few times this
+# The safety suite's answers, per version, as heartbeated: {"candidate": [...], "baseline": [...]}.
+SafetyAnswers = dict[str, list[dict[str, Any]]]
+_Result = TypeVar("_Result")
 
 
 class ReplayGate:
@@ -107,14 +112,15 @@ class ReplayGate:
             await self._simulator_client.aclose()
 
     async def run(self, request: ReplayGateRequest) -> GateResult:
-        """The safety suite on the candidate, then recorded trajectories on both versions."""
+        """The safety suite and recorded trajectories, on the candidate and its parent."""
         with transaction(self.engine) as session:
             baseline = get_version(session, request.baseline_version)
             candidate = get_version(session, request.candidate_version)
             settings = EvolutionSettings.of(get_agent(session, request.agent).settings)
         # The agent's own suite, else the generic one.
         suite = settings.safety_suite or default_safety_suite()
-        safety, answers = await self._safety(request.agent, suite, candidate)
+        versions = {"candidate": candidate, "baseline": baseline}
+        safety, answers = await self._safety(request.agent, suite, versions)
         if safety.verdict is Verdict.FAIL:
             return safety.model_copy(update={"gate": "replay"})
         replay = await self._trajectories(
@@ -123,26 +129,30 @@ class ReplayGate:
         return _combined(safety, replay, request.gate)
 
     async def _safety(
-        self, agent: str, cases: list[SafetyCase], candidate: AgentVersion
-    ) -> tuple[GateResult, list[dict[str, Any]]]:
-        """The agent's safety suite answered by the candidate, resumable case by case.
+        self, agent: str, cases: list[SafetyCase], versions: Mapping[str, AgentVersion]
+    ) -> tuple[GateResult, SafetyAnswers]:
+        """The agent's safety suite answered by the candidate and the parent ("baseline"),
+        judged against each other, resumable case by case.
 
         Returns the result and the answers (the heartbeat's details for the whole gate)."""
-        details = activity.info().heartbeat_details
-        answers: list[dict[str, Any]] = list(details[0]) if details else []
-        if answers:
-            activity.logger.info("resuming the safety suite at case %d", len(answers) + 1)
-        serve = self.serve(candidate, None)
-        for case in cases[len(answers) :]:
-            body: dict[str, Any] = {"model": agent, "messages": case.messages}
-            if case.tools:
-                body["tools"] = case.tools
-            answers.append(await _heartbeating(serve(body), answers))
+        answers = _resumed(activity.info().heartbeat_details)
+        if any(answers.values()):
+            kept = ", ".join(f"{len(given)} of the {side}" for side, given in answers.items())
+            activity.logger.info("resuming the safety suite with the answers kept: %s", kept)
+        serve = {side: self.serve(version, None) for side, version in versions.items()}
+        for index, case in enumerate(cases):
+            # Both versions answer a case together; a resumed attempt asks only the missing.
+            sides = [side for side, given in answers.items() if len(given) == index]
+            body = _safety_request(agent, case)
+            replies = asyncio.gather(*(serve[side](body) for side in sides))
+            for side, reply in zip(sides, await _heartbeating(replies, answers), strict=True):
+                answers[side].append(reply)
             activity.heartbeat(answers)
-        replies = iter(answers)
+        candidate, baseline = iter(answers["candidate"]), iter(answers["baseline"])
         result = run_safety_suite(
             cases,
-            lambda messages, tools: next(replies),
+            lambda messages, tools: next(candidate),
+            baseline=lambda messages, tools: next(baseline),
             pii_detector=lambda text: sorted(self._redactor.redact_text(text).labels),
         )
         return result, answers
@@ -152,7 +162,7 @@ class ReplayGate:
         request: ReplayGateRequest,
         baseline: AgentVersion,
         candidate: AgentVersion,
-        answers: list[dict[str, Any]],
+        answers: SafetyAnswers,
         simulators: list[ToolSimulatorSpec],
     ) -> tuple[WindowReplay, int]:
         """Past failures and known successes of the window, replayed on both versions, each
@@ -227,6 +237,21 @@ class ReplayGate:
             return MemoryIndex(get_memory_items(session, version.agent, tenant, ids))
 
 
+def _resumed(details: Sequence[Any]) -> SafetyAnswers:
+    """The safety answers an earlier attempt heartbeated, per version (none: a first try)."""
+    kept = details[0] if details else {}
+    if isinstance(kept, list):  # heartbeated by a worker from before the parent answered too
+        kept = {"candidate": kept}
+    return {side: list(kept.get(side, [])) for side in ("candidate", "baseline")}
+
+
+def _safety_request(agent: str, case: SafetyCase) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": agent, "messages": case.messages}
+    if case.tools:
+        body["tools"] = case.tools
+    return body
+
+
 def _combined(
     safety: GateResult, replayed: tuple[WindowReplay, int], config: GateConfig
 ) -> GateResult:
@@ -234,7 +259,8 @@ def _combined(
 
     Either failing fails the gate. A replay that cannot tell (too few recorded trajectories
     of a kind, or no clear effect) does not block: it is said in the reason, and the shadow
-    and canary gates judge the candidate on live traffic.
+    and canary gates judge the candidate on live traffic. The safety suite's findings about
+    the agent are kept.
     """
     window, recorded = replayed
     judged = judge_replay(window.cases, config)
@@ -245,11 +271,12 @@ def _combined(
             "verdict": Verdict.FAIL if failed else Verdict.PASS,
             "reason": f"{judged.reason} ({counts}); {safety.reason}",
             "metrics": [*safety.metrics, *judged.metrics],
+            "findings": safety.findings,
         }
     )
 
 
-async def _heartbeating(call: Awaitable[dict], progress: list) -> dict:
+async def _heartbeating(call: Awaitable[_Result], progress: Any) -> _Result:
     """Await `call`, heartbeating `progress` meanwhile: a slow upstream is not a dead worker."""
     task = asyncio.ensure_future(call)
     while True:
