@@ -1,10 +1,11 @@
 """MLflow I/O for evolutions: one run per evolution, and registry mirrors of our versions.
 
 Every evolution gets a run in the experiment `evoplane/<agent>`: its parameters, the
-decision, the candidate's diff against its parent, each gate's statistics per step, and
-the outcome. Harness versions are mirrored into MLflow's Prompt Registry and checkpoints
-into its Model Registry, with `stable`/`canary` aliases following Evoplane's own aliases
-(Evoplane's registry stays the source of truth; MLflow is where people look).
+decision, the candidate's diff against its parent, each gate's statistics per step (and
+its findings about the agent, failures the parent shares, as a tag), and the outcome.
+Harness versions are mirrored into MLflow's Prompt Registry and checkpoints into its Model
+Registry, with `stable`/`canary` aliases following Evoplane's own aliases (Evoplane's
+registry stays the source of truth; MLflow is where people look).
 
 Temporal retries activities, and a timed-out attempt may still be running when the next
 one starts, so every method is idempotent: runs are found by their evolution id, registry
@@ -37,6 +38,7 @@ from mlflow.utils.validation import (
     MAX_METRICS_PER_BATCH,
     MAX_PARAM_VAL_LENGTH,
     MAX_PARAMS_TAGS_PER_BATCH,
+    MAX_TAG_VAL_LENGTH,
 )
 
 __all__ = [
@@ -56,6 +58,7 @@ ACTION_TAG = "evoplane.action"
 OUTCOME_TAG = "evoplane.outcome"
 VERSION_TAG = "evoplane.version_id"
 CHECKPOINT_TAG = "evoplane.checkpoint"
+FINDINGS_TAG = "evoplane.findings"  # + ".<gate>"
 PROMPT_TAG = "mlflow.prompt.is_prompt"  # how MLflow tells a prompt from a model
 
 # Run status per evolution outcome: the MLflow UI colours runs by status.
@@ -332,19 +335,29 @@ def _judgement_metrics(gate: str, row: Mapping[str, Any]) -> dict[str, float]:
 
 
 def _gate_metrics(gate: Mapping[str, Any]) -> dict[str, float]:
-    """A gate result's numbers: verdict as 1/0.5/0, canary weight, replay counts, judgements."""
+    """A gate result's numbers: verdict as 1/0.5/0, canary weight, replay and finding counts,
+    judgements."""
     name, verdict = str(gate.get("gate")), gate.get("verdict")
     if verdict not in _VERDICT_SCORES:
         raise ValueError(f"gate verdict must be one of {sorted(_VERDICT_SCORES)}: {verdict!r}")
     found = {f"gate.{name}.verdict": _VERDICT_SCORES[verdict]}
     if _is_number(gate.get("weight")):
         found[f"gate.{name}.weight"] = float(gate["weight"])
-    for listed in ("fixed", "broken"):
+    for listed in ("fixed", "broken", "findings"):
         if isinstance(gate.get(listed), list):
             found[f"gate.{name}.{listed}"] = float(len(gate[listed]))
     for row in [*(gate.get("metrics") or []), *(gate.get("tenants") or [])]:
         found.update(_judgement_metrics(name, row))
     return found
+
+
+def _findings_text(findings: Sequence[Mapping[str, Any]]) -> str:
+    """A gate's findings for the run's tag: each case and the checks the agent fails."""
+    said = "; ".join(
+        f"{finding.get('case')} ({', '.join(finding.get('checks') or [])})" for finding in findings
+    )
+    text = f"findings about the agent (not caused by this candidate): {said}"
+    return text[:MAX_TAG_VAL_LENGTH]
 
 
 class EvolutionTracker:
@@ -526,10 +539,14 @@ class EvolutionTracker:
 
     @_mlflow_call
     def log_gate(self, run_id: str, gate: Mapping[str, Any], step: int) -> None:
-        """One gate judgement: its statistics as metrics at `step`, the record as JSON."""
+        """One gate judgement: its statistics as metrics at `step`, the record as JSON, and
+        its findings about the agent (failures the parent shares) as the tag
+        `evoplane.findings.<gate>`, where people see them in the run list."""
         self.log_metrics(run_id, _gate_metrics(gate), step=step)
-        artifact = f"gates/{step:02d}-{_registry_safe(str(gate.get('gate')))}.json"
-        self._client.log_text(run_id, _pretty_json(gate), artifact)
+        name = _registry_safe(str(gate.get("gate")))
+        self._client.log_text(run_id, _pretty_json(gate), f"gates/{step:02d}-{name}.json")
+        if gate.get("findings"):
+            self._client.set_tag(run_id, f"{FINDINGS_TAG}.{name}", _findings_text(gate["findings"]))
 
     @_mlflow_call
     def finish(self, run_id: str, outcome: str) -> None:
