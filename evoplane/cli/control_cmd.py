@@ -142,9 +142,20 @@ def status(evolution_id: str | None = typer.Argument(None), agent: str | None = 
     console.print(f"reason: {live.get('reason') or '-'}")
     for gate in live.get("gates", []):
         console.print(f"  {gate['gate']}: {gate['verdict']} ({gate['reason']})")
+        if gate.get("findings"):
+            console.print(f"    {_findings_line(gate['findings'])}", highlight=False)
     if live.get("awaiting_approval"):
         console.print(f"waiting for approval before the {live['awaiting_approval']}")
     console.print(f"outcome: {live.get('outcome') or record.get('outcome') or '-'}")
+
+
+def _findings_line(findings: list[dict[str, Any]]) -> str:
+    """Failures the parent shares, said as what they are: facts about the agent."""
+    said = "; ".join(
+        f"{finding['case']} fails {', '.join(finding['checks'])} on the parent too"
+        for finding in findings
+    )
+    return f"findings about the agent (not caused by this candidate): {said}"
 
 
 def approve(evolution_id: str, actor: str = typer.Option(...), reason: str = "") -> None:
