@@ -333,17 +333,29 @@ class EvolutionActivities:
 
     @activity.defn
     def record_stage(self, request: StageRecord) -> None:
+        """Record where the evolution is, with a gate's result or a build that could not help."""
+        changes = {"stage": request.stage.value}
+        if request.next_action is not None:
+            changes["action"] = request.next_action.value
         with transaction(self.engine) as session:
-            update_evolution(session, request.evolution_id, stage=request.stage.value)
+            update_evolution(session, request.evolution_id, **changes)
             if request.result is not None:
                 result = request.result.model_dump(mode="json")
                 append_stage(session, request.evolution_id, {**result, "step": request.step})
+            if request.tried is not None:
+                tried = request.tried.model_dump(mode="json")
+                append_stage(session, request.evolution_id, {"stage": "build", **tried})
         if request.mlflow_run_id and request.result is not None:
             self._track(
                 "log_gate",
                 request.mlflow_run_id,
                 request.result.model_dump(mode="json"),
                 step=request.step,
+            )
+        if request.mlflow_run_id and request.tried is not None:
+            tried = request.tried
+            self._track(
+                "log_params", request.mlflow_run_id, {f"tried.{tried.action}": tried.outcome}
             )
 
     # --- aliases, rollback, finish ----------------------------------------------------------

@@ -38,6 +38,7 @@ __all__ = [
     "RollbackResult",
     "Stage",
     "StageRecord",
+    "TriedAction",
 ]
 
 
@@ -185,12 +186,23 @@ class AliasChange(_Message):
     evolution_id: str | None = None
 
 
+class TriedAction(_Message):
+    """An action whose operator could not build a candidate here, and why: the evolution
+    then tries the decision's next-best action, or ends noop when none is left."""
+
+    action: Action
+    outcome: Literal["nothing_to_propose", "operator_not_available"]
+    reason: str
+
+
 class StageRecord(_Message):
     evolution_id: str
     mlflow_run_id: str | None
     stage: Stage
     result: GateResult | None = None
     step: int = 0
+    tried: TriedAction | None = None  # kept among the stages as a build that could not help
+    next_action: Action | None = None  # the action the evolution goes on with instead
 
 
 class FinishRequest(_Message):
@@ -233,6 +245,7 @@ class EvolutionStatus(_Message):
     parent_version: str | None = None
     candidate_version: str | None = None
     gates: list[GateResult] = Field(default_factory=list)
+    tried: list[TriedAction] = Field(default_factory=list)  # actions whose operator could not help
     awaiting_approval: ApprovalPoint | None = None
     outcome: Outcome | None = None
     mlflow_run_id: str | None = None

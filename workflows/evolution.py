@@ -4,6 +4,10 @@
       -> replay gate -> [approval] -> shadow gate -> canary gate in weight steps
       -> [approval] -> promote            (any failed gate: abort, candidate never stable)
 
+An operator with nothing to propose (or one this worker cannot run) is no fault: the
+evolution records why and builds the decision's next-best action instead, and ends noop
+when none is left.
+
 Only orchestration lives here; every read, write and judgement is an activity. The status
 query, the Stage/Action/Outcome search attributes and the current details say what is
 happening in words, so the Temporal UI is enough to follow an evolution.
@@ -37,9 +41,10 @@ with workflow.unsafe.imports_passed_through():
         RollbackRequest,
         Stage,
         StageRecord,
+        TriedAction,
     )
     from activities.training import TrainingActivities
-    from evolution.decision import Action, DecisionRecord
+    from evolution.decision import Action, DecisionRecord, fall_back, fallbacks
     from evolution.gates import GateConfig, GateResult, Verdict
     from evolution.operators import Candidate
     from workflows.queues import CONTROL_QUEUE, GPU_QUEUE
@@ -49,6 +54,12 @@ __all__ = ["EvolutionWorkflow"]
 
 _QUICK = timedelta(minutes=2)
 _RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30), maximum_attempts=20)
+# Build errors that say the action's operator cannot help here, not that anything broke.
+_CANNOT_HELP = {
+    "NothingToPropose": "nothing_to_propose",
+    "NothingToTrain": "nothing_to_propose",  # the weight operator's words for it
+    "OperatorNotAvailable": "operator_not_available",
+}
 
 
 @workflow.defn
@@ -170,33 +181,10 @@ class EvolutionWorkflow:
             return Outcome.ROLLED_BACK, decision.reason
 
         await self._stage(Stage.BUILDING, f"building a {decision.action.value} candidate")
-        wanted = CandidateRequest(
-            evolution_id=self._status.evolution_id,
-            mlflow_run_id=begun.mlflow_run_id,
-            agent=agent,
-            parent_version=begun.parent_version,
-            decision=decision,
-            window=begun.window,
-            candidate=options.candidate,
-        )
-        if decision.action is Action.WEIGHTS and options.candidate is None:
-            # RL on the GPU queue; a crashed job resumes from its last checkpoint.
-            built: Candidate = await self._activity(
-                TrainingActivities.train_policy,
-                wanted,
-                summary="train_policy (RL on recorded traffic)",
-                timeout=timedelta(hours=12),
-                queue=GPU_QUEUE,
-                heartbeat=timedelta(seconds=30),
-            )
-        else:
-            built = await self._activity(
-                EvolutionActivities.build_candidate,
-                wanted,
-                summary=f"{decision.action.value} operator",
-                timeout=timedelta(hours=6),
-                heartbeat=timedelta(minutes=2),
-            )
+        found = await self._build_first_that_helps(request, begun, decision)
+        if found is None:
+            return Outcome.NOOP, f"noop: no operator could build a candidate: {self._tried_words()}"
+        decision, built = found
         candidate = await self._activity(
             EvolutionActivities.register_candidate,
             RegisterRequest(
@@ -212,6 +200,84 @@ class EvolutionWorkflow:
         self._update(candidate_version=candidate)
         workflow.set_current_details(f"**building**: {candidate}: {built.summary}")
         return await self._gate_and_promote(request, begun, candidate)
+
+    async def _build_first_that_helps(
+        self, request: EvolutionRequest, begun: BeginResult, decision: DecisionRecord
+    ) -> tuple[DecisionRecord, Candidate] | None:
+        """A candidate from the chosen action's operator or, when it cannot help, from the
+        decision's next-best actions in turn (`fallbacks`), with the decision re-aimed at
+        the action that built it; None when none could."""
+        remaining = fallbacks(decision, begun.policy)
+        while True:
+            try:
+                return decision, await self._build(request, begun, decision)
+            except ActivityError as error:
+                tried = _cannot_help(decision.action, error)
+                # Histories from before fallbacks ended here, failed: they must replay so.
+                if tried is None or not workflow.patched("fallback-actions"):
+                    raise
+            self._update(tried=[*self._status.tried, tried])
+            following = (
+                fall_back(decision, remaining.pop(0), self._tried_words()) if remaining else None
+            )
+            await self._record_tried(tried, following)
+            if following is None:
+                return None
+            decision = following
+
+    async def _build(
+        self, request: EvolutionRequest, begun: BeginResult, decision: DecisionRecord
+    ) -> Candidate:
+        """The candidate of `decision.action`'s operator (or the one a person supplied)."""
+        options = request.options
+        wanted = CandidateRequest(
+            evolution_id=self._status.evolution_id,
+            mlflow_run_id=begun.mlflow_run_id,
+            agent=request.agent,
+            parent_version=begun.parent_version,
+            decision=decision,
+            window=begun.window,
+            candidate=options.candidate,
+        )
+        if decision.action is Action.WEIGHTS and options.candidate is None:
+            # RL on the GPU queue; a crashed job resumes from its last checkpoint.
+            return await self._activity(
+                TrainingActivities.train_policy,
+                wanted,
+                summary="train_policy (RL on recorded traffic)",
+                timeout=timedelta(hours=12),
+                queue=GPU_QUEUE,
+                heartbeat=timedelta(seconds=30),
+            )
+        return await self._activity(
+            EvolutionActivities.build_candidate,
+            wanted,
+            summary=f"{decision.action.value} operator",
+            timeout=timedelta(hours=6),
+            heartbeat=timedelta(minutes=2),
+        )
+
+    async def _record_tried(self, tried: TriedAction, following: DecisionRecord | None) -> None:
+        """Keep why `tried` could not help; point the evolution at `following` when given."""
+        await self._activity(
+            EvolutionActivities.record_stage,
+            StageRecord(
+                evolution_id=self._status.evolution_id,
+                mlflow_run_id=self._status.mlflow_run_id,
+                stage=Stage.BUILDING,
+                tried=tried,
+                next_action=following.action if following else None,
+            ),
+            summary=f"record: {tried.action.value} {tried.outcome.replace('_', ' ')}",
+        )
+        if following is None:
+            return
+        self._update(action=following.action, reason=following.reason)
+        workflow.upsert_search_attributes([ACTION.value_set(following.action.value)])
+        await self._stage(
+            Stage.BUILDING,
+            f"{_tried_words(tried)}; building a {following.action.value} candidate instead",
+        )
 
     async def _gate_and_promote(
         self, request: EvolutionRequest, begun: BeginResult, candidate: str
@@ -464,6 +530,9 @@ class EvolutionWorkflow:
         assert self._options is not None
         return self._options
 
+    def _tried_words(self) -> str:
+        return "; ".join(_tried_words(tried) for tried in self._status.tried)
+
     def _rejection_words(self) -> str:
         return _by("rejected", self._rejection)
 
@@ -476,6 +545,20 @@ def _window_words(begun: BeginResult) -> str:
     tenants = ", ".join(window.tenants) if window.tenants else "all tenants"
     size = f"the last {window.last} trajectories" if window.last else f"since {window.since:%F %R}"
     return f"{window.agent}, {tenants}, {size}"
+
+
+def _cannot_help(action: Action, error: ActivityError) -> TriedAction | None:
+    """What `error` says about `action`, when it says its operator cannot help (else None)."""
+    cause = error.cause
+    if not isinstance(cause, ApplicationError) or cause.type not in _CANNOT_HELP:
+        return None
+    return TriedAction(action=action, outcome=_CANNOT_HELP[cause.type], reason=cause.message)
+
+
+def _tried_words(tried: TriedAction) -> str:
+    if tried.outcome == "nothing_to_propose":
+        return f"{tried.action.value} had nothing to propose ({tried.reason})"
+    return f"{tried.action.value} is not available here ({tried.reason})"
 
 
 def _by(verb: str, who: Approval | EvolutionOptions) -> str:

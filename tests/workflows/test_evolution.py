@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from mlflow.tracking import MlflowClient
+from temporalio.client import WorkflowHandle, WorkflowHistory, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
@@ -19,7 +22,9 @@ from activities.models import (
     RollbackRequest,
     RollbackResult,
     Stage,
+    TriedAction,
 )
+from atdp import OutcomeStatus, utcnow
 from evolution.decision import Action, PolicyConfig
 from evolution.gates import GateConfig, Verdict
 from evoplane.worker import WORKFLOWS
@@ -28,6 +33,7 @@ from registry import (
     alias_history,
     current_aliases,
     get_evolution,
+    get_memory_items,
     get_version,
     register_version,
     running_evolution,
@@ -35,12 +41,14 @@ from registry import (
     transaction,
 )
 from tests.evolution.test_tool_schema_operator import orders_window
+from tests.evolution.window_helpers import Recorder, feedback, store, trajectory
 from tests.workflows.conftest import AGENT, FAST_GATES, QUICK, World
 from workflows.evolution import EvolutionWorkflow
 from workflows.loop import EvolutionLoop, LoopRequest
 from workflows.naming import evolution_workflow_id, rollback_workflow_id
 from workflows.queues import CONTROL_QUEUE
 from workflows.rollback import RollbackWorkflow
+from workflows.search_attributes import ACTION
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 
@@ -222,12 +230,19 @@ async def test_a_rejection_ends_the_evolution_without_touching_stable(
     assert world.stable() == parent
 
 
-async def test_without_an_operator_the_evolution_fails_clearly(world: World, workers) -> None:
+async def test_a_forced_action_without_an_operator_ends_noop_and_says_why(
+    world: World, workers
+) -> None:
     forced = options().model_copy(update={"force": Action.WEIGHTS})  # a hosted model: no weights
     handle = await start(world, forced)
     status = await handle.result()
-    assert status.outcome is Outcome.FAILED
-    assert "OperatorNotAvailable" in status.reason and "--candidate" in status.reason
+    # Not a fault, and no fallback: a person chose weights.
+    assert status.outcome is Outcome.NOOP, status.reason
+    assert [(t.action, t.outcome) for t in status.tried] == [
+        (Action.WEIGHTS, "operator_not_available")
+    ]
+    assert status.reason.startswith("noop: no operator could build a candidate: weights is not")
+    assert "--candidate" in status.reason
 
 
 async def test_rollback_workflow_restores_the_previous_stable(world: World, workers) -> None:
@@ -420,3 +435,117 @@ async def test_the_tool_schema_operator_builds_the_candidate(world: World, worke
     parameter = spec.tools.tools["lookup_order"].parameters["properties"]["order_id"]
     assert parameter["pattern"] == r"^ORD-\d{6}$"
     assert build["stage"] == "build" and "12 of 12" in " ".join(build["changes"])
+
+
+# -- when the chosen operator cannot help ------------------------------------------------
+
+FACT = "The refund window is 30 days."
+# The orders window is small; the policy's default minimum would make it a noop.
+SMALL_WINDOW = PolicyConfig(min_trajectories=10)
+# Too few successful calls for the tool-schema operator to learn the order id's format from.
+ORDERS_WITH_FEW_SUCCESSES = 2
+
+
+def refund_corrections(engine, count: int) -> None:
+    """Answers users corrected with the same fact through /v1/feedback: memory's evidence."""
+    base, rec, trajectories, rewards = utcnow(), Recorder(), [], []
+    for index in range(count):
+        at = base - timedelta(minutes=50 - index)
+        corrected = trajectory(("acme", "globex")[index % 2], at, status=OutcomeStatus.FAILURE)
+        call = rec.llm_call(corrected)
+        trajectories.append(corrected)
+        rewards += feedback(corrected, call, thumbs="down", correction=FACT)
+    store(engine, trajectories, rec.events, rewards)
+
+
+def decided() -> EvolutionOptions:
+    """The policy decides (no force), on the small window, with fast gates."""
+    return options().model_copy(update={"force": None, "policy": SMALL_WINDOW})
+
+
+async def action_attribute(handle: WorkflowHandle) -> str | None:
+    return (await handle.describe()).typed_search_attributes.get(ACTION)
+
+
+async def test_when_the_chosen_operator_has_nothing_to_propose_the_next_best_is_promoted(
+    world: World, workers
+) -> None:
+    """The user's case: tool_schema is the right call, but two successful calls teach it no
+    format; the decision's next-best change, memory, aimed at the refund corrections,
+    builds a candidate that goes through the gates and is promoted in the same evolution."""
+    orders_window(world.engine, successes=ORDERS_WITH_FEW_SUCCESSES)
+    refund_corrections(world.engine, 6)
+    parent = world.stable()
+    handle = await start(world, decided())
+    feeding = asyncio.create_task(feed_canary(world, handle, baseline=0.5, candidate=0.7))
+    status = await handle.result()
+    await feeding
+    assert status.outcome is Outcome.PROMOTED, status.reason
+    assert status.decision.action is Action.TOOL_SCHEMA  # what the policy chose, kept
+    assert status.action is Action.MEMORY and await action_attribute(handle) == "memory"
+    (tried,) = status.tried
+    assert (tried.action, tried.outcome) == (Action.TOOL_SCHEMA, "nothing_to_propose")
+    assert "only 2 successful calls of lookup_order" in tried.reason
+    assert world.stable() == status.candidate_version != parent
+    with transaction(world.engine) as session:
+        candidate = get_version(session, status.candidate_version)
+        ids = [uuid.UUID(item_id) for item_id in candidate.spec.memory.item_ids]
+        remembered = [item.content for item in get_memory_items(session, AGENT, "acme", ids)]
+        record = get_evolution(session, handle.id)
+    assert any("refund window is 30 days" in content for content in remembered), remembered
+    assert (record.action, record.outcome) == ("memory", "promoted")
+    assert record.decision["action"] == "tool_schema"
+    could_not, built, *gates = record.stages
+    assert could_not == {"stage": "build", **tried.model_dump(mode="json")}
+    assert built["stage"] == "build" and built["version"] == status.candidate_version
+    assert [stage["gate"] for stage in gates] == ["replay", "shadow", "canary"]
+    assert "memory, the next-best change (tool_schema had nothing to propose" in candidate.reason
+    params = MlflowClient(workers.tracking_uri).get_run(status.mlflow_run_id).data.params
+    assert params["tried.tool_schema"] == "nothing_to_propose"
+    await REPLAYER.replay_workflow(await handle.fetch_history())
+
+
+async def test_when_no_operator_can_help_the_evolution_ends_noop_with_every_reason(
+    world: World, workers
+) -> None:
+    """Every change worth its price is tried, best first; none can build a candidate, so
+    the evolution changes nothing, says why for each, and has not failed."""
+    orders_window(world.engine, successes=ORDERS_WITH_FEW_SUCCESSES)
+    parent = world.stable()
+    handle = await start(world, decided())
+    status = await handle.result()
+    assert status.outcome is Outcome.NOOP, status.reason
+    assert [(t.action, t.outcome) for t in status.tried] == [
+        (Action.TOOL_SCHEMA, "nothing_to_propose"),
+        (Action.HARNESS, "operator_not_available"),  # this worker has no gateway
+        (Action.MEMORY, "nothing_to_propose"),  # memory adds facts, not argument formats
+    ]
+    assert status.reason.startswith("noop: no operator could build a candidate: ")
+    for tried in status.tried:
+        assert tried.reason in status.reason
+    assert "tool_schema had nothing to propose" in status.reason
+    assert "harness is not available here" in status.reason
+    assert status.candidate_version is None and world.stable() == parent
+    with transaction(world.engine) as session:
+        record = get_evolution(session, handle.id)
+    assert record.outcome == "noop"
+    stages = [dict(stage) for stage in record.stages]
+    assert [stage.pop("stage") for stage in stages] == ["build"] * 3
+    assert [TriedAction.model_validate(stage) for stage in stages] == status.tried
+    await REPLAYER.replay_workflow(await handle.fetch_history())
+
+
+HISTORIES = Path(__file__).parent / "histories"
+
+
+async def test_a_history_recorded_before_fallbacks_replays_as_it_ran() -> None:
+    """Recorded with the code before fallbacks (316a1c4): tool_schema had nothing to propose
+    and the evolution failed. The `fallback-actions` patch keeps that path for it.
+
+    To record such a history: at that commit, run the no-operator-can-help test's window and
+    options with the `world` and `workers` fixtures and save `(await
+    handle.fetch_history()).to_json()`.
+    """
+    recorded = HISTORIES / "evolution-nothing-to-propose-before-fallbacks.json"
+    history = WorkflowHistory.from_json("evolution-nothing-to-propose", recorded.read_text())
+    await REPLAYER.replay_workflow(history)
