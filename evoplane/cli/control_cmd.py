@@ -139,6 +139,9 @@ def status(evolution_id: str | None = typer.Argument(None), agent: str | None = 
     console.print(f"[bold]{evolution_id}[/bold]  {found.get('ui') or ''}")
     console.print(f"stage: {live.get('stage') or record.get('stage')}")
     console.print(f"action: {live.get('action') or record.get('action') or '-'}")
+    for tried in live.get("tried", []):  # actions whose operator could not help, in order
+        outcome = tried["outcome"].replace("_", " ")
+        console.print(f"tried {tried['action']}: {outcome} ({tried['reason']})", highlight=False)
     console.print(f"reason: {live.get('reason') or '-'}")
     for gate in live.get("gates", []):
         console.print(f"  {gate['gate']}: {gate['verdict']} ({gate['reason']})")

@@ -192,6 +192,27 @@ async def test_the_cli_mirrors_the_api(world: World, control, monkeypatch, tmp_p
     assert "start it with `evoplane up`" in str(offline.exception)
 
 
+async def test_status_shows_the_actions_an_evolution_tried(
+    world: World, control, monkeypatch, tmp_path
+) -> None:
+    """Weights forced on a hosted model: no operator can help, and `status` says which and why."""
+    monkeypatch.setenv("EVOPLANE_API_PORT", str(control.port))
+    monkeypatch.setenv("EVOPLANE_ADMIN_TOKEN", TOKEN)
+    monkeypatch.setenv("EVOPLANE_DATA_DIR", str(tmp_path))
+
+    async def run(*args: str):
+        return await asyncio.to_thread(CliRunner().invoke, cli, list(args))
+
+    started = await run("evolve", "--agent", AGENT, "--force", "weights")
+    assert started.exit_code == 0, started.output
+    evolution_id = started.output.split()[1]
+    await world.client.get_workflow_handle_for(EvolutionWorkflow.run, evolution_id).result()
+    shown = (await run("status", evolution_id)).output
+    assert "tried weights: operator not available (" in shown
+    assert "there are no weights to train here" in shown
+    assert "outcome: noop" in shown
+
+
 async def test_agent_settings_are_validated_over_http(world: World, control) -> None:
     async with api(control) as client:
         url = f"/api/agents/{AGENT}/settings"
