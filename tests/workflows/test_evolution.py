@@ -40,7 +40,12 @@ from registry import (
     set_alias,
     transaction,
 )
-from tests.evolution.test_tool_schema_operator import orders_window
+from tests.evolution.test_tool_schema_operator import (
+    LOOKUP_DESCRIPTION,
+    LOOKUP_SCHEMA,
+    orders_window,
+    record_window,
+)
 from tests.evolution.window_helpers import Recorder, feedback, store, trajectory
 from tests.workflows.conftest import AGENT, FAST_GATES, QUICK, World
 from workflows.evolution import EvolutionWorkflow
@@ -442,8 +447,16 @@ async def test_the_tool_schema_operator_builds_the_candidate(world: World, worke
 FACT = "The refund window is 30 days."
 # The orders window is small; the policy's default minimum would make it a noop.
 SMALL_WINDOW = PolicyConfig(min_trajectories=10)
-# Too few successful calls for the tool-schema operator to learn the order id's format from.
-ORDERS_WITH_FEW_SUCCESSES = 2
+
+
+def orders_the_tool_never_explains(engine) -> None:
+    """Two order lookups that worked and ten the tool refused without saying what it wants:
+    the tool schema is the change that fits, but there is no format to learn."""
+    worked = [{"order_id": "ORD-100000"}, {"order_id": "ORD-100007"}]
+    refused = [({"order_id": f"{200000 + i}"}, "order_id: invalid order id") for i in range(10)]
+    record_window(
+        engine, "lookup_order", LOOKUP_SCHEMA, worked, refused, description=LOOKUP_DESCRIPTION
+    )
 
 
 def refund_corrections(engine, count: int) -> None:
@@ -470,10 +483,10 @@ async def action_attribute(handle: WorkflowHandle) -> str | None:
 async def test_when_the_chosen_operator_has_nothing_to_propose_the_next_best_is_promoted(
     world: World, workers
 ) -> None:
-    """The user's case: tool_schema is the right call, but two successful calls teach it no
-    format; the decision's next-best change, memory, aimed at the refund corrections,
+    """The user's case: tool_schema is the right call, but the window teaches it no format;
+    the decision's next-best change, memory, aimed at the refund corrections,
     builds a candidate that goes through the gates and is promoted in the same evolution."""
-    orders_window(world.engine, successes=ORDERS_WITH_FEW_SUCCESSES)
+    orders_the_tool_never_explains(world.engine)
     refund_corrections(world.engine, 6)
     parent = world.stable()
     handle = await start(world, decided())
@@ -510,7 +523,7 @@ async def test_when_no_operator_can_help_the_evolution_ends_noop_with_every_reas
 ) -> None:
     """Every change worth its price is tried, best first; none can build a candidate, so
     the evolution changes nothing, says why for each, and has not failed."""
-    orders_window(world.engine, successes=ORDERS_WITH_FEW_SUCCESSES)
+    orders_the_tool_never_explains(world.engine)
     parent = world.stable()
     handle = await start(world, decided())
     status = await handle.result()
