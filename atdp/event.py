@@ -112,6 +112,40 @@ class ChatMessage(ATDPModel):
     tool_calls: list[ToolCall] = Field(default_factory=list)
     tool_call_id: Text | None = None
 
+    @classmethod
+    def from_openai(cls, message: dict[str, Any]) -> ChatMessage:
+        """A chat-completions message (tool calls under `function`) as an ATDP message."""
+        calls = [
+            ToolCall(
+                id=call.get("id") or "",
+                name=(call.get("function") or {}).get("name") or "unknown",
+                arguments=(call.get("function") or {}).get("arguments") or "",
+            )
+            for call in message.get("tool_calls") or []
+        ]
+        fields = {
+            k: message[k] for k in ("role", "content", "name", "tool_call_id") if k in message
+        }
+        return cls(**fields, tool_calls=calls)
+
+    def to_openai(self) -> dict[str, Any]:
+        """This message in the chat-completions shape an upstream accepts."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.name is not None:
+            out["name"] = self.name
+        if self.tool_calls:
+            out["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in self.tool_calls
+            ]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        return out
+
 
 class Observation(ATDPModel):
     """What the agent (or model) saw before acting."""

@@ -155,9 +155,7 @@ def _with_harness(
         lines = "\n".join(f"- {hit.item.content}" for hit in retrieved)
         block = f"{MEMORY_BLOCK_START}\n{_MEMORY_PREAMBLE}\n{lines}\n{MEMORY_BLOCK_END}"
         prefix.append({"role": "system", "content": block})
-    demos = [
-        m.model_dump(mode="json", exclude_defaults=True) for d in harness.demos for m in d.messages
-    ]
+    demos = [m.to_openai() for d in harness.demos for m in d.messages]
     consumed = len(rest) < len(messages)
     return [*prefix, *demos, *rest], len(prefix) + len(demos), consumed
 

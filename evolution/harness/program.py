@@ -122,7 +122,7 @@ def harness_program(harness: Harness) -> dspy.Predict:
 def example_of_demo(demo: FewShotDemo) -> dspy.Example:
     """A harness demo as a DSPy example: the messages before the last assistant reply, and it."""
     dspy = _dspy()
-    messages = [message.model_dump(mode="json", exclude_defaults=True) for message in demo.messages]
+    messages = [message.to_openai() for message in demo.messages]
     last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=None)
     if last is None:
         return dspy.Example(messages=messages, answer="").with_inputs("messages")
@@ -132,7 +132,7 @@ def example_of_demo(demo: FewShotDemo) -> dspy.Example:
 
 def demo_of_example(example: Any) -> FewShotDemo:
     """A DSPy demo (labelled or bootstrapped) as the messages the gateway inserts."""
-    return FewShotDemo(messages=[ChatMessage.model_validate(m) for m in demo_messages(example)])
+    return FewShotDemo(messages=[ChatMessage.from_openai(m) for m in demo_messages(example)])
 
 
 def harness_of(program: dspy.Predict, parent: Harness) -> Harness:

@@ -166,7 +166,7 @@ def request_body(event: Event) -> dict[str, Any]:
     """
     if event.kind is not EventKind.LLM_CALL or event.observation is None:
         raise ValueError(f"event {event.id} is a {event.kind} event, not a recorded llm_call")
-    messages = [_message_dict(message) for message in event.observation.messages]
+    messages = [message.to_openai() for message in event.observation.messages]
     tools = [_tool_dict(tool) for tool in event.observation.tools]
     undo = _undo(event)
     if undo:
@@ -225,25 +225,6 @@ def recorded_action(event: Event) -> Any:
         for call in action.tool_calls
     ]
     return action.model_copy(update={"tool_calls": calls})
-
-
-def _message_dict(message: ChatMessage) -> dict[str, Any]:
-    out: dict[str, Any] = {"role": message.role, "content": message.content}
-    if message.name is not None:
-        out["name"] = message.name
-    if message.tool_calls:
-        out["tool_calls"] = [_call_dict(call) for call in message.tool_calls]
-    if message.tool_call_id is not None:
-        out["tool_call_id"] = message.tool_call_id
-    return out
-
-
-def _call_dict(call: ToolCall) -> dict[str, Any]:
-    return {
-        "id": call.id,
-        "type": "function",
-        "function": {"name": call.name, "arguments": call.arguments},
-    }
 
 
 def _tool_dict(tool: Any) -> dict[str, Any]:
@@ -481,7 +462,7 @@ def _divergence(
 def _new_inputs(call: Event) -> list[dict[str, Any]]:
     """What the agent added to the conversation before this llm_call: the messages after the
     last assistant turn (tool results, then the user's next messages)."""
-    messages = [_message_dict(m) for m in call.observation.messages] if call.observation else []
+    messages = [m.to_openai() for m in call.observation.messages] if call.observation else []
     last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
     return messages[last + 1 :]
 
@@ -566,7 +547,5 @@ def _next_body(
 
 def _assistant_message(response: dict[str, Any]) -> dict[str, Any]:
     action = action_of(response)
-    message: dict[str, Any] = {"role": "assistant", "content": action.content}
-    if action.tool_calls:
-        message["tool_calls"] = [_call_dict(call) for call in action.tool_calls]
-    return message
+    message = ChatMessage(role="assistant", content=action.content, tool_calls=action.tool_calls)
+    return message.to_openai()
