@@ -34,6 +34,7 @@ from atdp import (
     new_id,
     utcnow,
 )
+from proxy.capture.tool_results import tool_error_class
 from proxy.overlays import Overlaid
 from registry import AgentVersion
 
@@ -54,7 +55,6 @@ __all__ = [
 EventDocument = dict[str, Any]
 
 _DECODING = ("temperature", "top_p", "max_tokens", "seed", "n", "stop")
-_ERROR_MARKERS = ("error", "exception", "traceback", "invalid", "failed")
 _ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -486,15 +486,5 @@ def _parse_json(text: str) -> Any:
 
 
 def _error_class(returned: Any) -> str | None:
-    """Classify a tool result as an error the way agents usually report one."""
-    if isinstance(returned, dict):
-        for key in ("error", "error_type", "exception"):
-            if returned.get(key):
-                value = returned.get("error_type") or returned.get("type") or key
-                return _name(str(value)) if not isinstance(value, dict) else "error"
-        return None
-    if isinstance(returned, str):
-        head = returned.strip().lower()[:80]
-        if any(head.startswith(marker) for marker in _ERROR_MARKERS):
-            return "tool_error"
-    return None
+    """Classify a tool result as an error the way agents and APIs report one."""
+    return tool_error_class(returned, name=_name)
