@@ -3,7 +3,8 @@
 `WindowSpec` names the window (agent, tenants, time or count); `evolution.analysis`
 computes a `WindowStats` from the registry; `evolution.decision` reads only `WindowStats`.
 Everything here is a plain, serialisable value, so it can cross Temporal activity
-boundaries and be stored with the decision that used it.
+boundaries and be stored with the decision that used it; `trajectory_window` turns a
+`WindowSpec` into the registry's query.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from datetime import datetime
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from atdp import utcnow
+from registry import TrajectoryWindow
 
 __all__ = [
     "CanaryDelta",
@@ -25,6 +29,7 @@ __all__ = [
     "RegressionDesign",
     "WindowSpec",
     "WindowStats",
+    "trajectory_window",
 ]
 
 
@@ -177,3 +182,18 @@ class WindowStats(_Value):
     drift: Drift | None
     canary: CanaryDelta | None
     regression: Regression | None
+
+
+def trajectory_window(spec: WindowSpec, *, until: datetime | None = None) -> TrajectoryWindow:
+    """The registry's window for `spec`: the one conversion every reader of a window uses.
+
+    `until` is the end when `spec` leaves it open (default: now).
+    """
+    return TrajectoryWindow(
+        agent=spec.agent,
+        tenants=tuple(spec.tenants) if spec.tenants is not None else None,
+        version_ids=(spec.version_id,) if spec.version_id else None,
+        since=spec.since,
+        until=spec.until or until or utcnow(),
+        last=spec.last,
+    )

@@ -28,8 +28,10 @@ __all__ = [
     "LlmUsage",
     "ToolCallRecord",
     "TrajectoryWindow",
+    "UserTurn",
     "WindowTrajectory",
     "event_kinds",
+    "follow_up_turns",
     "llm_usage",
     "offered_tools",
     "replies",
@@ -95,6 +97,16 @@ class ToolCallRecord(BaseModel):
     error_class: str | None
     error_message: str | None
     tool_return: Any = None
+
+
+class UserTurn(BaseModel):
+    """A user message that followed an answer in its session (not a session's first)."""
+
+    event_id: uuid.UUID
+    trajectory_id: uuid.UUID
+    parent_id: uuid.UUID  # the llm call it answers
+    created_at: datetime
+    text: str | None
 
 
 def _user_traffic() -> sa.ColumnElement[bool]:
@@ -223,6 +235,46 @@ def _tool_call_record(
         error_message=outcome.get("error_message"),
         tool_return=outcome.get("tool_return"),
     )
+
+
+def follow_up_turns(session: Session, window: TrajectoryWindow) -> list[UserTurn]:
+    """Every user message of the window that answers an earlier llm call, oldest first:
+    where users correct, clarify or move on."""
+    statement = (
+        _user_events(
+            window,
+            EventKind.USER_MESSAGE,
+            EventRow.id,
+            EventRow.trajectory_id,
+            EventRow.parent_id,
+            EventRow.created_at,
+            EventRow.body[("observation", "messages")],
+        )
+        .where(EventRow.parent_id.is_not(None))
+        .order_by(EventRow.created_at, EventRow.id)
+    )
+    return [
+        UserTurn(
+            event_id=event_id,
+            trajectory_id=trajectory_id,
+            parent_id=parent_id,
+            created_at=created_at,
+            text=_first_text(messages),
+        )
+        for event_id, trajectory_id, parent_id, created_at, messages in session.execute(statement)
+    ]
+
+
+def _first_text(messages: Any) -> str | None:
+    for message in messages or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, str) and content.strip():
+            return content
+        if isinstance(content, list):
+            parts = [p.get("text", "") for p in content if isinstance(p, dict)]
+            if any(parts):
+                return " ".join(parts)
+    return None
 
 
 def window_rewards(session: Session, window: TrajectoryWindow) -> list[Reward]:

@@ -1,0 +1,32 @@
+"""Users' corrections: read from a window's signals, classified, and grouped by meaning."""
+
+from evolution.corrections.classify import (
+    CorrectionKind,
+    category_kind,
+    classify,
+    specifics,
+    tool_words,
+)
+from evolution.corrections.meaning import group_by_meaning, label
+from evolution.corrections.window import (
+    CorrectionGroup,
+    UserCorrection,
+    correction_groups,
+    read_corrections,
+    window_corrections,
+)
+
+__all__ = [
+    "CorrectionGroup",
+    "CorrectionKind",
+    "UserCorrection",
+    "category_kind",
+    "classify",
+    "correction_groups",
+    "group_by_meaning",
+    "label",
+    "read_corrections",
+    "specifics",
+    "tool_words",
+    "window_corrections",
+]
