@@ -21,7 +21,14 @@ from datetime import datetime
 
 from sqlmodel import Session
 
-from atdp import Event, EventKind, OutcomeStatus, Reward, RewardSource, utcnow
+from atdp import EventKind, OutcomeStatus, Reward, RewardSource, utcnow
+from evolution.corrections import (
+    CorrectionKind,
+    UserCorrection,
+    category_kind,
+    correction_groups,
+    read_corrections,
+)
 from evolution.stats import mean_interval, wilson_interval
 from evolution.window import (
     CanaryDelta,
@@ -34,6 +41,7 @@ from evolution.window import (
     RegressionDesign,
     WindowSpec,
     WindowStats,
+    trajectory_window,
 )
 from registry import (
     Alias,
@@ -46,10 +54,10 @@ from registry import (
     aliases_at,
     effective_reward,
     event_kinds,
+    follow_up_turns,
     get_agent,
     llm_usage,
     offered_tools,
-    replies,
     task_type_counts,
     tool_call_records,
     window_rewards,
@@ -58,9 +66,6 @@ from registry import (
 
 __all__ = [
     "ARGUMENT_ERRORS",
-    "INSTRUCTION_CATEGORIES",
-    "MISSING_FACT_CATEGORIES",
-    "ROUTING_CATEGORIES",
     "ROUTING_ERRORS",
     "analyse_window",
     "error_class_name",
@@ -107,27 +112,6 @@ ROUTING_ERRORS = frozenset(
         "wrong_tool",
     }
 )
-# Explicit feedback categories, by the failure they point to.
-MISSING_FACT_CATEGORIES = frozenset(
-    {"missing_fact", "missing_info", "missing_information", "outdated_fact", "wrong_fact"}
-)
-ROUTING_CATEGORIES = frozenset({"wrong_tool", "missing_tool_call", "unnecessary_tool_call"})
-INSTRUCTION_CATEGORIES = frozenset(
-    {
-        "format",
-        "formatting",
-        "instruction",
-        "instructions",
-        "language",
-        "length",
-        "policy",
-        "steps",
-        "style",
-        "tone",
-        "verbosity",
-    }
-)
-
 # Implicit next-turn rewards (proxy.signals) that say the user corrected or regenerated an
 # answer, and the explicit feedback field that does the same.
 _IMPLICIT_CORRECTION = "user_accepted"
@@ -154,7 +138,7 @@ def analyse_window(
     """
     get_agent(session, spec.agent)
     until = spec.until or now or utcnow()
-    window = _trajectory_window(spec, until)
+    window = trajectory_window(spec, until=until)
     holdback = _holdback_at(session, spec.agent, until)
     if spec.version_id is None:
         # The sessions a holdback keeps on the replaced version are a yardstick for the
@@ -162,11 +146,16 @@ def analyse_window(
         window = window.model_copy(update={"held_back": holdback})
     trajectories = window_trajectories(session, window)
     since = _window_start(spec, trajectories, until)
-    setups = _tool_setups(session, window, trajectories)
-    rewards = _by_trajectory(window_rewards(session, window))
+    offered = offered_tools(session, window)
+    setups = {t.id: tool_setup(offered.get(t.id, ())) for t in trajectories}
+    recorded = window_rewards(session, window)
+    rewards = _by_trajectory(recorded)
     usage = llm_usage(session, window)
     tool_calls = _distinct_tool_calls(tool_call_records(session, window))
     corrected = _corrected_calls(session, rewards)
+    corrections = read_corrections(
+        trajectories, recorded, offered, follow_up_turns(session, window)
+    )
     success = _task_success(trajectories, rewards)
     cost = math.fsum(item.cost_usd for item in usage.values())
     aliases = aliases_at(session, spec.agent, until)
@@ -186,7 +175,7 @@ def analyse_window(
         reward=_mean(_effective_rewards(trajectories, rewards)),
         correction_rate=_rate(len(corrected), sum(item.calls for item in usage.values())),
         tool_error_rate=_rate(sum(map(_failed, tool_calls)), len(tool_calls)),
-        failures=_failure_clusters(session, trajectories, setups, tool_calls, rewards, corrected),
+        failures=_failure_clusters(trajectories, setups, tool_calls, rewards, corrections),
         cost_usd=cost,
         cost_per_success=cost / success.successes if success.successes else None,
         drift=_drift(session, spec, window, trajectories, since, until),
@@ -196,17 +185,6 @@ def analyse_window(
 
 
 # --- the window ------------------------------------------------------------------------
-
-
-def _trajectory_window(spec: WindowSpec, until: datetime) -> TrajectoryWindow:
-    return TrajectoryWindow(
-        agent=spec.agent,
-        tenants=tuple(spec.tenants) if spec.tenants is not None else None,
-        version_ids=(spec.version_id,) if spec.version_id else None,
-        since=spec.since,
-        until=until,
-        last=spec.last,
-    )
 
 
 def _window_start(
@@ -244,13 +222,6 @@ def tool_setup(names: Iterable[str]) -> str:
     return hashlib.sha256("\n".join(unique).encode()).hexdigest()[:12]
 
 
-def _tool_setups(
-    session: Session, window: TrajectoryWindow, trajectories: Sequence[WindowTrajectory]
-) -> dict[uuid.UUID, str]:
-    offered = offered_tools(session, window)
-    return {t.id: tool_setup(offered.get(t.id, ())) for t in trajectories}
-
-
 # --- rates and means -------------------------------------------------------------------
 
 
@@ -274,10 +245,12 @@ def _mean(values: Sequence[float]) -> Mean:
 
 
 def _succeeded(trajectory: WindowTrajectory, rewards: Sequence[Reward]) -> bool | None:
-    """Whether the task succeeded: a `task_success` judgement first, else the outcome status.
+    """Whether the task succeeded: a `task_success` judgement first, else the outcome status,
+    else what the user said of it (scores, thumbs, categories); None without any of them.
 
     The reward wins because it is the later, more specific evidence (a verifier or the
-    agent's own report) and because later judgements supersede earlier ones there.
+    agent's own report) and because later judgements supersede earlier ones there. Most
+    users never report an outcome, but many rate an answer: that is evidence too.
     """
     judged = effective_reward(rewards, _TASK_SUCCESS)
     if judged is not None:
@@ -286,7 +259,8 @@ def _succeeded(trajectory: WindowTrajectory, rewards: Sequence[Reward]) -> bool 
         return True
     if trajectory.outcome_status in _FAILED_STATUSES:
         return False
-    return None
+    rated = effective_reward([r for r in rewards if r.source is RewardSource.EXPLICIT])
+    return rated.value >= 0.5 if rated is not None else None
 
 
 def _task_success(
@@ -379,17 +353,16 @@ class _Failure:
 
 
 def _failure_clusters(
-    session: Session,
     trajectories: Sequence[WindowTrajectory],
     setups: Mapping[uuid.UUID, str],
     tool_calls: Sequence[ToolCallRecord],
     rewards: Mapping[uuid.UUID, list[Reward]],
-    corrected: Mapping[uuid.UUID, uuid.UUID],
+    corrections: Sequence[UserCorrection],
 ) -> list[FailureCluster]:
     evidence = [
         *(_tool_failure(call) for call in tool_calls if _failed(call)),
-        *_correction_failures(session, rewards, corrected),
-        *_feedback_failures(rewards),
+        *_correction_failures(corrections),
+        *_category_failures(rewards, corrections),
     ]
     by_id = {t.id: t for t in trajectories}
     groups: dict[tuple[FailureKind, str], list[_Failure]] = defaultdict(list)
@@ -441,9 +414,12 @@ def error_class_name(error_class: str) -> str:
 # Generic classes (the gateway's "tool_error" for a result that reads like an error) say
 # nothing about the cause, so their message decides.
 _ARGUMENT_TEXT = re.compile(
-    r"\b(invalid|missing|malformed|must be|expected|not a valid|validation"
+    r"\b(invalid|missing|malformed|must (be|look|match|have|contain|start|end)|should be"
+    r"|expected|not a valid|validation|does not match|doesn't match|not one of|one of"
+    r"|format|pattern|not permitted|extra (inputs?|fields?|arguments?)"
     r"|(field|parameter|argument|property) (is )?required|required (field|parameter|argument)"
-    r"|unexpected (argument|keyword|parameter))\b",
+    r"|unexpected (argument|keyword|parameter|field)"
+    r"|unknown (argument|keyword|parameter|field|property))\b",
     re.IGNORECASE,
 )
 _ROUTING_TEXT = re.compile(
@@ -631,111 +607,78 @@ def topic(text: str) -> str:
     return " ".join(terms) or "unspecified"
 
 
-def _correction_failures(
-    session: Session,
-    rewards: Mapping[uuid.UUID, list[Reward]],
-    corrected: Mapping[uuid.UUID, uuid.UUID],
-) -> list[_Failure]:
-    """Missing facts users supplied: the user turn that corrected an answer.
+# Where each kind of correction points.
+_CORRECTION_FAILURES = {
+    CorrectionKind.MISSING_FACT: FailureKind.MISSING_FACT,
+    CorrectionKind.INSTRUCTION: FailureKind.INSTRUCTION,
+    CorrectionKind.TOOL_USE: FailureKind.TOOL_ROUTING,
+    CorrectionKind.OTHER: FailureKind.TASK,
+}
 
-    Only implicit corrections are read here (the user's next message holds the fact);
-    explicit corrections carry their text in the feedback and are read with it.
-    """
-    implicit = {
-        reward.event_id
-        for items in rewards.values()
-        for reward in items
-        if reward.event_id in corrected and reward.source is RewardSource.IMPLICIT_NEXT_TURN
-    }
-    failures: list[_Failure] = []
-    seen: set[uuid.UUID] = set()
-    for message in replies(session, implicit):
-        if message.parent_id in seen:
-            continue  # the first reply is the correction; later ones move on
-        text = _message_text(message)
-        if not text:
-            continue
-        seen.add(message.parent_id)
-        failures.append(
-            _Failure(
-                kind=FailureKind.MISSING_FACT,
-                key=topic(text),
-                trajectory_id=message.trajectory_id,
-                event_id=message.id,
-                text=text,
-            )
+
+def _correction_failures(corrections: Sequence[UserCorrection]) -> list[_Failure]:
+    """What users said was wrong, one failure per correction, keyed by the group of
+    corrections that mean the same (`evolution.corrections`)."""
+    return [
+        _Failure(
+            kind=_CORRECTION_FAILURES[group.kind],
+            key=group.key,
+            trajectory_id=correction.trajectory_id,
+            event_id=correction.event_id,
+            text=correction.text,
         )
+        for group in correction_groups(corrections)
+        for correction in group.members
+    ]
+
+
+def _category_failures(
+    rewards: Mapping[uuid.UUID, list[Reward]], corrections: Sequence[UserCorrection]
+) -> list[_Failure]:
+    """Feedback that names a category without saying more (a "wrong tool" button, say).
+
+    One report becomes several rewards with one target and time; a report whose words
+    became a correction is counted there.
+    """
+    worded = {(c.trajectory_id, c.answer, c.at) for c in corrections}
+    failures = []
+    for report in _reports(rewards):
+        first = report[0]
+        if (first.trajectory_id, first.event_id, first.created_at) in worded:
+            continue
+        for reward in report:
+            if reward.value.kind != "categorical":
+                continue
+            found = _category_failure(error_class_name(reward.value.value), reward.numeric)
+            if found is not None:
+                kind, key = found
+                failures.append(_Failure(kind, key, first.trajectory_id, first.event_id))
     return failures
 
 
-def _message_text(event: Event) -> str | None:
-    observation = event.observation
-    if observation is None:
-        return None
-    return next((m.content for m in observation.messages if isinstance(m.content, str)), None)
-
-
-def _feedback_failures(rewards: Mapping[uuid.UUID, list[Reward]]) -> list[_Failure]:
-    """Failures users named through /v1/feedback, one per report.
-
-    One report becomes several rewards (thumbs, category, correction) with the same target
-    and time; they are read together so a thumbs-down with a category counts once.
-    Critiques shape the cluster key; examples still come from event text only (the gateway
-    redacts critiques too, so they could join the examples).
-    """
+def _reports(rewards: Mapping[uuid.UUID, list[Reward]]) -> list[list[Reward]]:
     reports: dict[tuple, list[Reward]] = defaultdict(list)
     for items in rewards.values():
         for reward in items:
             if reward.source is RewardSource.EXPLICIT:
                 reports[(reward.trajectory_id, reward.event_id, reward.created_at)].append(reward)
-    return [failure for report in reports.values() for failure in _report_failures(report)]
+    return list(reports.values())
 
 
-def _report_failures(report: Sequence[Reward]) -> list[_Failure]:
-    first = report[0]
-    critique = next(
-        (r.critique for r in report if r.critique and r.name != _EXPLICIT_CORRECTION), None
-    )
-    correction = next(
-        (r.critique for r in report if r.name == _EXPLICIT_CORRECTION and r.critique), None
-    )
-    categories = [
-        (error_class_name(r.value.value), r.numeric)
-        for r in report
-        if r.value.kind == "categorical" and r.name != _EXPLICIT_CORRECTION
-    ]
-    if categories:
-        found = [_category_failure(c, score, correction or critique) for c, score in categories]
-    elif correction:
-        found = [(FailureKind.MISSING_FACT, topic(correction), None)]
-    elif critique and any(r.numeric is not None and r.numeric < 0.5 for r in report):
-        found = [(FailureKind.TASK, topic(critique), None)]
-    else:
-        found = []
-    return [
-        _Failure(
-            kind=kind,
-            key=key,
-            trajectory_id=first.trajectory_id,
-            event_id=first.event_id,
-            error_class=error_class,
-        )
-        for kind, key, error_class in filter(None, found)
-    ]
+_CATEGORY_FAILURES = {
+    CorrectionKind.MISSING_FACT: FailureKind.MISSING_FACT,
+    CorrectionKind.INSTRUCTION: FailureKind.INSTRUCTION,
+    CorrectionKind.TOOL_USE: FailureKind.TOOL_ROUTING,
+}
 
 
-def _category_failure(
-    category: str, score: float | None, text: str | None
-) -> tuple[FailureKind, str, str | None] | None:
-    """(kind, key, error class) of a feedback category; None if it names no failure."""
-    if category in MISSING_FACT_CATEGORIES:
-        return FailureKind.MISSING_FACT, topic(text or ""), None
-    if category in ROUTING_CATEGORIES:
-        return FailureKind.TOOL_ROUTING, category, category
-    if category in INSTRUCTION_CATEGORIES:
-        return FailureKind.INSTRUCTION, category, None
+def _category_failure(category: str, score: float | None) -> tuple[FailureKind, str] | None:
+    """(kind, key) of a feedback category; None if it names no failure."""
+    kind = category_kind(category)
+    if kind in _CATEGORY_FAILURES:
+        return _CATEGORY_FAILURES[kind], category
     if score is not None and score < 0.5:
-        return FailureKind.TASK, category, None
+        return FailureKind.TASK, category
     return None  # a category with no known meaning and no low score is not a failure
 
 

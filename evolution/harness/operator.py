@@ -20,10 +20,10 @@ from typing import Any, Literal
 from sqlmodel import Session
 
 from atdp import Event, EventKind, Harness, MessageAction
+from evolution.corrections import CorrectionKind, window_corrections
 from evolution.decision import DecisionRecord
 from evolution.harness.program import harness_adapter, harness_of, harness_program
-from evolution.memory.distil import fact_text
-from evolution.memory.operator import window_corrections
+from evolution.memory.distil import fact_text, states_fact
 from evolution.operators import Candidate, Operator, OperatorError
 from evolution.replay import request_body
 from evolution.replay.cases import recorded_cases
@@ -48,9 +48,10 @@ Optimizer = Literal["bootstrap", "random_search", "mipro", "gepa"]
 LMFactory = Callable[[str], Any]
 
 METRIC = (
-    "mean over cases: a past failure scores the share of its required facts (what users "
-    "corrected) in the answer, or, without facts, 1 when the recorded failed answer is not "
-    "repeated; a known success scores the share of its recorded answer's words reproduced"
+    "mean over cases: a past failure scores the share of its required facts (the facts "
+    "users supplied) the answer states, or, without facts, 1 when the recorded failed "
+    "answer is not repeated; a known success scores the share of its recorded answer's "
+    "words reproduced"
 )
 _PASS = 1.0  # a bootstrapped demo must score fully
 _WORD = re.compile(r"\w+")
@@ -66,6 +67,8 @@ class HarnessCase:
     recorded_answer: str
     succeeded: bool
     required_facts: list[str] = field(default_factory=list)
+    # What users asked of the agent in their corrections (instructions, tool use).
+    requests: list[str] = field(default_factory=list)
 
     def example(self) -> Any:
         """The DSPy example: a failure's target is its facts, a success's its recorded answer."""
@@ -98,7 +101,7 @@ class HarnessConfig:
 
 def harness_cases(session: Session, window: WindowSpec, *, per_kind: int = 20) -> list[HarnessCase]:
     """The window's past failures and known successes that have a text answer to learn from."""
-    facts = _facts_by_trajectory(session, window)
+    facts, requests = _corrections_by_trajectory(session, window)
     cases = []
     for recorded in recorded_cases(session, window, per_kind=per_kind):
         call = _answered_call(recorded.events, last=recorded.recorded_success)
@@ -112,6 +115,7 @@ def harness_cases(session: Session, window: WindowSpec, *, per_kind: int = 20) -
                 recorded_answer=call.action.content or "",
                 succeeded=recorded.recorded_success,
                 required_facts=facts.get(trajectory_id, []),
+                requests=requests.get(trajectory_id, []),
             )
         )
     return cases
@@ -131,13 +135,25 @@ def _answered_call(events: Sequence[Event], *, last: bool) -> Event | None:
     return answered[-1] if last else answered[0]
 
 
-def _facts_by_trajectory(session: Session, window: WindowSpec) -> dict[str, list[str]]:
+def _corrections_by_trajectory(
+    session: Session, window: WindowSpec
+) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Per trajectory: the facts users supplied, and what else they asked of the agent."""
     facts: dict[str, list[str]] = {}
+    requests: dict[str, list[str]] = {}
     for correction in window_corrections(session, window):
-        fact = fact_text(correction.text)
-        if fact:
-            facts.setdefault(str(correction.trajectory_id), []).append(fact)
-    return {key: list(dict.fromkeys(values)) for key, values in facts.items()}
+        trajectory = str(correction.trajectory_id)
+        if correction.kind is CorrectionKind.MISSING_FACT:
+            fact = fact_text(correction.text)
+            if fact:
+                facts.setdefault(trajectory, []).append(fact)
+        elif correction.kind is not CorrectionKind.OTHER:
+            requests.setdefault(trajectory, []).append(correction.text.strip())
+    return _unique_values(facts), _unique_values(requests)
+
+
+def _unique_values(found: dict[str, list[str]]) -> dict[str, list[str]]:
+    return {key: list(dict.fromkeys(values)) for key, values in found.items()}
 
 
 # --- the metric ----------------------------------------------------------------------------
@@ -148,7 +164,7 @@ def case_score(case: HarnessCase, answer: str | None) -> float:
     answer = answer or ""
     if not case.succeeded:
         if case.required_facts:
-            found = sum(fact.casefold() in answer.casefold() for fact in case.required_facts)
+            found = sum(states_fact(answer, fact) for fact in case.required_facts)
             return found / len(case.required_facts)
         return float(_words(answer) != _words(case.recorded_answer))
     wanted = set(_words(case.recorded_answer))
@@ -188,8 +204,12 @@ def _evaluate(program: Any, cases: Sequence[HarnessCase], samples: int = 1) -> l
 
 
 def _instruction_variants(parent: Harness, cases: Sequence[HarnessCase]) -> list[str]:
-    """The parent's instructions and, when users taught something, those plus the lessons."""
-    lessons = list(dict.fromkeys(f for c in cases if not c.succeeded for f in c.required_facts))
+    """The parent's instructions and, when users taught something (facts they supplied,
+    what they asked of the agent), those plus the lessons."""
+    taught = (
+        lesson for c in cases if not c.succeeded for lesson in [*c.required_facts, *c.requests]
+    )
+    lessons = list(dict.fromkeys(taught))
     variants = [parent.instructions]
     if lessons:
         lines = "\n".join(f"- {lesson}" for lesson in lessons)

@@ -10,17 +10,16 @@ contradict each other: `relation` says which, so the operator can flag rather th
 from __future__ import annotations
 
 import re
-import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from enum import StrEnum
 
 from evolution.analysis import topic
+from evolution.corrections import UserCorrection, specifics
+from evolution.corrections.meaning import terms
 from registry.memory import memory_key
 
 __all__ = [
-    "Correction",
     "DistilledFact",
     "FactRelation",
     "confidence",
@@ -29,6 +28,7 @@ __all__ = [
     "reinforced_confidence",
     "relation",
     "scopes_overlap",
+    "states_fact",
 ]
 
 # Lead-ins that carry no fact: greetings and the words users correct with. Strippable
@@ -55,35 +55,12 @@ _DOUBT_PER_SESSION = 0.5
 _MAX_CONFIDENCE = 0.99
 
 
-@dataclass(frozen=True)
-class Correction:
-    """One place a user supplied a fact: a corrective next turn or explicit feedback.
-
-    Args:
-        text: the stored (redacted) text, as the user wrote it.
-        source: provenance id: the event holding the text or the event corrected.
-        at: when it was recorded; corrections are read oldest first.
-    """
-
-    text: str
-    tenant: str
-    session: str
-    trajectory_id: uuid.UUID
-    source: str
-    at: datetime
-
-    @property
-    def topic(self) -> str:
-        """The topic the window analysis clusters this correction under."""
-        return topic(self.text)
-
-
 @dataclass
 class DistilledFact:
     """A fact and every correction that supplied it."""
 
     content: str
-    corrections: list[Correction] = field(default_factory=list)
+    corrections: list[UserCorrection] = field(default_factory=list)
 
     @property
     def topic(self) -> str:
@@ -182,7 +159,7 @@ def scopes_overlap(first: str | None, second: str | None) -> bool:
     return first is None or second is None or first == second
 
 
-def distil_facts(corrections: Iterable[Correction]) -> list[DistilledFact]:
+def distil_facts(corrections: Iterable[UserCorrection]) -> list[DistilledFact]:
     """Group corrections into facts, oldest first; each fact keeps its first wording.
 
     Corrections that state no fact (questions, bare "no, that's wrong") are skipped.
@@ -204,3 +181,23 @@ def _same_fact(facts: Sequence[DistilledFact], content: str) -> DistilledFact | 
 def _new_fact(facts: list[DistilledFact], content: str) -> DistilledFact:
     facts.append(DistilledFact(content))
     return facts[-1]
+
+
+# Without a value to check, an answer states a fact when it has most of the fact's words.
+_STATED_WORDS = 0.6
+
+
+def states_fact(answer: str, fact: str) -> bool:
+    """Whether `answer` states `fact`, however it is worded.
+
+    A fact that carries values ("8 hours", "vpn.example.net") is stated when the answer
+    gives every value it asserts (in any wording, any language around them); a fact
+    without values when the answer has most of its content words.
+    """
+    values = specifics(fact)
+    if values:
+        return values <= specifics(answer)
+    wanted = set(terms(fact))
+    if not wanted:
+        return False
+    return len(wanted & set(terms(answer))) >= _STATED_WORDS * len(wanted)

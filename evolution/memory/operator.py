@@ -1,7 +1,8 @@
 """The memory operator: facts users had to supply become memory items of a candidate version.
 
-It reads the corrections of a window (the user turn after a corrected answer, and explicit
-`correction` feedback), distils them into facts (`evolution.memory.distil`), and reconciles
+It reads the missing-fact corrections of a window that the decision's cluster stands for
+(`evolution.corrections`: users' next turns after a wrong answer, correction boxes, critiques),
+distils them into facts (`evolution.memory.distil`), and reconciles
 them with the agent's existing items: a fact already known is reinforced (more provenance,
 higher confidence), a new one is added, and one that contradicts a fact its tenants can
 already see is stored flagged as a conflict and left out of the candidate for a person.
@@ -11,20 +12,20 @@ activities retry.
 
 from __future__ import annotations
 
-import uuid
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from enum import StrEnum
 
 from sqlmodel import Session
 
-from atdp import EventKind, Observation, Reward, RewardSource, utcnow
-from evolution.analysis import MISSING_FACT_CATEGORIES, error_class_name
+from evolution.corrections import (
+    CorrectionKind,
+    UserCorrection,
+    correction_groups,
+    window_corrections,
+)
 from evolution.decision import DecisionRecord
 from evolution.memory.distil import (
-    Correction,
     DistilledFact,
     FactRelation,
     distil_facts,
@@ -33,16 +34,8 @@ from evolution.memory.distil import (
     scopes_overlap,
 )
 from evolution.operators import Candidate, OperatorError
-from evolution.window import FailureKind, WindowSpec
-from registry import (
-    AgentVersion,
-    TrajectoryWindow,
-    WindowTrajectory,
-    event_kinds,
-    replies,
-    window_rewards,
-    window_trajectories,
-)
+from evolution.window import FailureCluster, FailureKind, WindowSpec
+from registry import AgentVersion
 from registry.memory import (
     MemoryItem,
     MemoryKind,
@@ -53,11 +46,7 @@ from registry.memory import (
     set_memory_status,
 )
 
-__all__ = ["FactOutcome", "ResolvedFact", "propose_memory", "window_corrections"]
-
-# The reward names the gateway records for corrections (proxy.signals, proxy.feedback).
-_IMPLICIT_CORRECTION = "user_accepted"
-_EXPLICIT_CORRECTION = "correction"
+__all__ = ["FactOutcome", "ResolvedFact", "propose_memory"]
 
 
 class FactOutcome(StrEnum):
@@ -86,9 +75,7 @@ def propose_memory(
             its target, or every such fact is already in the parent or in conflict.
     """
     wanted = _topic(decision)
-    corrections = [
-        c for c in window_corrections(session, window) if wanted is None or c.topic == wanted
-    ]
+    corrections = _target_corrections(window_corrections(session, window), decision.target)
     facts = distil_facts(corrections)
     if not facts:
         raise OperatorError(
@@ -117,107 +104,22 @@ def _topic(decision: DecisionRecord) -> str | None:
 # --- corrections in the window -----------------------------------------------------------
 
 
-def window_corrections(session: Session, window: WindowSpec) -> list[Correction]:
-    """Every fact users supplied in the window, from stored (redacted) text only."""
-    traffic = _trajectory_window(window)
-    trajectories = {t.id: t for t in window_trajectories(session, traffic)}
-    rewards = window_rewards(session, traffic)
-    return [
-        *_next_turn_corrections(session, trajectories, rewards),
-        *_feedback_corrections(trajectories, rewards),
-    ]
-
-
-def _trajectory_window(window: WindowSpec) -> TrajectoryWindow:
-    return TrajectoryWindow(
-        agent=window.agent,
-        tenants=tuple(window.tenants) if window.tenants is not None else None,
-        version_ids=(window.version_id,) if window.version_id else None,
-        since=window.since,
-        until=window.until or utcnow(),
-        last=window.last,
-    )
-
-
-def _next_turn_corrections(
-    session: Session, trajectories: dict[uuid.UUID, WindowTrajectory], rewards: Sequence[Reward]
-) -> list[Correction]:
-    """The user turn after each llm_call the gateway judged corrected: it holds the fact."""
-    judged = {
-        r.event_id
-        for r in rewards
-        if r.source is RewardSource.IMPLICIT_NEXT_TURN
-        and r.name == _IMPLICIT_CORRECTION
-        and r.event_id is not None
-        and r.numeric is not None
-        and r.numeric < 0.5
-    }
-    kinds = event_kinds(session, judged)
-    calls = {e for e in judged if kinds.get(e) == EventKind.LLM_CALL.value}
-    found: dict[uuid.UUID, Correction] = {}
-    for message in replies(session, calls):
-        text = _message_text(message.observation)
-        trajectory = trajectories.get(message.trajectory_id)
-        if message.parent_id in found or not text or trajectory is None:
-            continue  # the first reply is the correction; later ones move on
-        found[message.parent_id] = _correction(
-            text, trajectory, str(message.id), message.created_at
-        )
-    return list(found.values())
-
-
-def _message_text(observation: Observation | None) -> str | None:
-    if observation is None:
-        return None
-    return next((m.content for m in observation.messages if isinstance(m.content, str)), None)
-
-
-def _feedback_corrections(
-    trajectories: dict[uuid.UUID, WindowTrajectory], rewards: Sequence[Reward]
-) -> list[Correction]:
-    """Explicit corrections, and missing-fact feedback whose critique states the fact.
-
-    One /v1/feedback report becomes several rewards with one target and time; read
-    together, a report supplies one fact (the correction over the critique). The gateway
-    redacts critiques and corrections before storing them.
-    """
-    reports: dict[tuple, list[Reward]] = defaultdict(list)
-    for reward in rewards:
-        if reward.source is RewardSource.EXPLICIT and reward.trajectory_id in trajectories:
-            reports[(reward.trajectory_id, reward.event_id, reward.created_at)].append(reward)
-    found = []
-    for report in reports.values():
-        text = _report_fact(report)
-        if text:
-            first = report[0]
-            source = str(first.event_id) if first.event_id else f"reward:{first.id}"
-            trajectory = trajectories[first.trajectory_id]
-            found.append(_correction(text, trajectory, source, first.created_at))
-    return found
-
-
-def _report_fact(report: Sequence[Reward]) -> str | None:
-    correction = next(
-        (r.critique for r in report if r.name == _EXPLICIT_CORRECTION and r.critique), None
-    )
-    if correction:
-        return correction
-    missing = any(
-        r.value.kind == "categorical" and error_class_name(r.value.value) in MISSING_FACT_CATEGORIES
-        for r in report
-    )
-    return next((r.critique for r in report if r.critique), None) if missing else None
-
-
-def _correction(text: str, trajectory: WindowTrajectory, source: str, at: datetime) -> Correction:
-    return Correction(
-        text=text,
-        tenant=trajectory.tenant,
-        session=trajectory.session,
-        trajectory_id=trajectory.id,
-        source=source,
-        at=at,
-    )
+def _target_corrections(
+    corrections: Sequence[UserCorrection], target: FailureCluster | None
+) -> list[UserCorrection]:
+    """The missing-fact corrections the decision's cluster stands for (all of them without
+    a target): the group with its key, else the group holding most of its examples (the
+    operator's window may hold a few sessions more than the analysis counted)."""
+    facts = [c for c in corrections if c.kind is CorrectionKind.MISSING_FACT]
+    if target is None:
+        return facts
+    groups = [g for g in correction_groups(facts) if g.kind is CorrectionKind.MISSING_FACT]
+    exact = next((g for g in groups if g.key == target.key), None)
+    if exact is not None:
+        return exact.members
+    examples = set(target.examples)
+    best = max(groups, key=lambda g: len(examples & {c.text for c in g.members}), default=None)
+    return best.members if best is not None and examples & {c.text for c in best.members} else []
 
 
 # --- reconciling with the registry -------------------------------------------------------
@@ -333,7 +235,7 @@ def _pair_conflict(session: Session, resolved: ResolvedFact, partner: MemoryItem
 def _candidate(
     parent: AgentVersion,
     wanted: str | None,
-    corrections: Sequence[Correction],
+    corrections: Sequence[UserCorrection],
     resolved: Sequence[ResolvedFact],
 ) -> Candidate:
     """The parent's spec with every active item the window's facts resolved to.
@@ -388,7 +290,7 @@ def _summary(resolved: Sequence[ResolvedFact], wanted: str | None) -> str:
 
 def _evidence(
     wanted: str | None,
-    corrections: Sequence[Correction],
+    corrections: Sequence[UserCorrection],
     resolved: Sequence[ResolvedFact],
     new_in_snapshot: int,
 ) -> dict:

@@ -16,6 +16,7 @@ from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ConfigDict, Field
 
 from atdp import Event, ToolCall
+from evolution.memory.distil import states_fact
 from evolution.replay.engine import ReplayedTrajectory, ReplayStep, action_of
 
 __all__ = [
@@ -161,7 +162,12 @@ class ToolCallsSucceeded:
 
 
 class RequiredFacts:
-    """The fraction of required facts the final answer states (case-insensitive).
+    """The fraction of required facts the version stated before the user had to.
+
+    A fact a user supplied in the conversation must appear in the answer given before the
+    user's message that states it (later answers have it from the user); a fact given in
+    feedback, in the final answer. "States" is `evolution.memory.distil.states_fact`: the
+    fact's values, or most of its words, however the answer puts them.
 
     Facts given here are used for every trajectory; without them, the context's facts.
     """
@@ -177,8 +183,26 @@ class RequiredFacts:
         facts = self.facts or context.required_facts
         if not facts or not replayed.steps:
             return None
-        answer = (final_answer(replayed) or "").casefold()
-        return sum(fact.casefold() in answer for fact in facts) / len(facts)
+        stated = [states_fact(answer_before(replayed, fact) or "", fact) for fact in facts]
+        return sum(stated) / len(facts)
+
+
+def answer_before(replayed: ReplayedTrajectory, fact: str) -> str | None:
+    """The last text the version said before any user message stating `fact`."""
+    answer = None
+    for step in replayed.steps:
+        users = [_text(m) for m in step.request.get("messages") or [] if m.get("role") == "user"]
+        if any(states_fact(text, fact) for text in users[1:]):
+            break
+        content = action_of(step.response).content
+        if content and content.strip():
+            answer = content
+    return answer
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message.get("content")
+    return content if isinstance(content, str) else ""
 
 
 _JUDGE_PROMPT = """Rate how well the assistant's final answer accomplishes the user's task.

@@ -140,10 +140,11 @@ def test_corrections_and_missing_facts(engine) -> None:
     assert (refund.count, refund.trajectories, refund.share) == (3, 3, 1.0)
     assert refund.tenants == ["acme", "globex"] and refund.task_types == ["refunds"]
     assert set(refund.example_event_ids) == {fix1.id, fix2.id, l6.id}
-    # Examples come from stored (redacted) events only, never from raw feedback text.
+    # Examples are the users' words as stored: the gateway redacts feedback text too.
     assert refund.examples == [
         "No, the refund window is 30 days, not 14.",
         "Actually the refund window is 30 days for EU orders",
+        "The refund window is 30 days",
     ]
     warehouse = cluster(stats, FailureKind.MISSING_FACT, "closes fridays warehouse")
     assert (warehouse.count, warehouse.example_event_ids) == (1, [l5.id])
@@ -243,12 +244,13 @@ def test_tool_failures_cluster_by_tool_parameter_and_error(engine) -> None:
         None,
         ["globex"],
     )
-    wrong_tool = cluster(stats, FailureKind.TOOL_ROUTING, "wrong_tool")
+    # A category with words is a correction, named by its words; the category kinds it.
+    wrong_tool = cluster(stats, FailureKind.TOOL_ROUTING, "lookup use")
     assert wrong_tool.example_event_ids == [answer.id]
     assert cluster(stats, FailureKind.INSTRUCTION, "format").count == 1
     timeout = cluster(stats, FailureKind.TASK, "refund:timeout")
     assert timeout.count == 1 and len(timeout.examples[0]) == 200  # examples are kept short
-    assert cluster(stats, FailureKind.TASK, "answer ignored question").tenants == ["initech"]
+    assert cluster(stats, FailureKind.TASK, "ignored question").tenants == ["initech"]
     # One report is one failure: thumbs-down plus a category is not also a TASK failure.
     assert len(stats.failures) == 7
     counts = [c.count for c in stats.failures]
@@ -458,6 +460,8 @@ def test_rates_and_means_stay_within_their_intervals(engine, cases) -> None:
             expected.append(True)
         elif status in (OutcomeStatus.FAILURE, OutcomeStatus.ERROR, OutcomeStatus.ABANDONED):
             expected.append(False)
+        elif value is not None:  # no outcome: the user's own score says how it went
+            expected.append(value >= 0.5)
     store(engine, trajectories, rewards=rewards)
 
     stats = analyse(engine, since=base, until=base + HOUR)
