@@ -10,6 +10,7 @@ from rich.console import Console
 from evoplane.cli import (
     admin_cmd,
     atdp_cmd,
+    bench_cmd,
     control_cmd,
     data_cmd,
     db_cmd,
@@ -54,6 +55,7 @@ for _command in (
     control_cmd.schedule,
 ):
     app.command(_command.__name__.replace("_", "-"))(_command)
+app.add_typer(bench_cmd.app, name="bench")
 app.add_typer(admin_cmd.tenant_app, name="tenant")
 app.add_typer(admin_cmd.key_app, name="key")
 app.add_typer(admin_cmd.agent_app, name="agent")

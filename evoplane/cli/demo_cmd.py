@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
+from evoplane.cli.progress import PhaseProgress
 from evoplane.settings import load_settings
 
 console = Console()
@@ -45,7 +45,7 @@ def demo(
     chosen = by_name(only or None, rounds)
     started = time.monotonic()
     with stack(settings, use_running=use_running, started=_announce) as endpoints:
-        with _Progress() as reporter:
+        with PhaseProgress(console, lambda row: table([row], f"round {row.round}")) as reporter:
             result = run_demo(
                 endpoints, chosen, scale=SMALL if small else FULL, seed=seed, reporter=reporter
             )
@@ -81,50 +81,3 @@ def _wait_for_interrupt() -> None:
             time.sleep(1.0)
     except KeyboardInterrupt:
         pass
-
-
-# --- progress -------------------------------------------------------------------------------
-
-
-class _Progress:
-    """The runner's reporter: a progress bar per traffic phase, a line per stage, a table
-    per finished round."""
-
-    def __init__(self) -> None:
-        self.progress = Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            console=console,
-            transient=False,
-        )
-        self.task = None
-
-    def __enter__(self) -> _Progress:
-        self.progress.start()
-        return self
-
-    def __exit__(self, *_) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        self.progress.stop()
-
-    def phase(self, text: str, total: int | None = None) -> None:
-        if self.task is not None:
-            self.progress.remove_task(self.task)
-        self.task = self.progress.add_task(text, total=total)
-
-    def advance(self, count: int = 1) -> None:
-        if self.task is not None:
-            self.progress.advance(self.task, count)
-
-    def stage(self, text: str) -> None:
-        self.progress.console.print(f"  [dim]{text}[/dim]", highlight=False)
-        self.phase(text)  # live gates: the tickets played while they watch
-
-    def row(self, row) -> None:
-        from evoplane.demo.report import table
-
-        self.progress.console.print(table([row], f"round {row.round}"))

@@ -245,6 +245,10 @@ class ControlClient:
     def evolution(self, evolution_id: str) -> dict[str, Any]:
         return self._call("GET", f"/api/evolutions/{evolution_id}")
 
+    def versions(self, agent: str) -> dict[str, Any]:
+        """The agent's aliases and versions."""
+        return self._call("GET", f"/api/agents/{agent}/versions")
+
 
 # --- traffic --------------------------------------------------------------------------------
 

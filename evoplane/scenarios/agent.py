@@ -1,0 +1,219 @@
+"""A team's agent on the plain `openai` SDK: only `base_url` points at Evoplane.
+
+Ordinary tool-calling code: it sends the conversation and its tools, runs the tool the model
+calls against the world's API, sends the result back and returns the model's answer. Teams
+write agents differently, and each world's agent does (`AgentStyle`): some report the tools
+they ran and how a task ended to `/v1/events`, some stream, some name the task type.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import openai
+
+from evoplane.scenarios.world import Task, World
+
+__all__ = ["AgentStyle", "Conversation", "Reply", "ScenarioAgent"]
+
+MAX_CALLS = 3  # model calls per user turn
+
+
+@dataclass(frozen=True)
+class AgentStyle:
+    """How a team wrote its agent.
+
+    Args:
+        reports_tools: reports each tool run to /v1/events (else the gateway learns the
+            result only from the next model call).
+        reports_outcome: reports a tool task's outcome when the tool ran (task_outcome).
+        streams: asks for streamed completions.
+        task_types: names the task type in `metadata.task_type`.
+    """
+
+    reports_tools: bool = False
+    reports_outcome: bool = False
+    streams: bool = False
+    task_types: bool = False
+
+
+@dataclass
+class Reply:
+    """The agent's answer to one user turn, with what the gateway said served it."""
+
+    text: str
+    event_id: str | None  # None for a streamed answer
+    trajectory_id: str | None
+    version: str
+    ran: list[tuple[str, dict[str, Any], bool]] = field(default_factory=list)  # name, args, ok
+
+
+@dataclass
+class Conversation:
+    task: Task
+    session: str
+    tenant: str
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+
+class ScenarioAgent:
+    """One tenant's deployment of the team's agent, with the tenant's key."""
+
+    def __init__(
+        self, agent: str, tenant: str, key: str, gateway: str, world: World, style: AgentStyle
+    ) -> None:
+        self.agent, self.tenant, self.world, self.style = agent, tenant, world, style
+        self.client = openai.OpenAI(base_url=gateway, api_key=key, max_retries=2, timeout=120)
+        self.http = httpx.Client(
+            base_url=gateway, headers={"Authorization": f"Bearer {key}"}, timeout=60
+        )
+
+    def close(self) -> None:
+        self.client.close()
+        self.http.close()
+
+    def ask(self, conversation: Conversation, text: str) -> Reply:
+        """The user says `text`; the agent answers, running the tools the model calls."""
+        conversation.messages.append({"role": "user", "content": text})
+        ran: list[tuple[str, dict[str, Any], bool]] = []
+        for _ in range(MAX_CALLS):
+            message, served = self._complete(conversation)
+            calls = message.get("tool_calls") or []
+            conversation.messages.append(message)
+            if not calls:
+                return Reply(text=message.get("content") or "", ran=ran, **served)
+            for call in calls:
+                ran.append(self._run(conversation, call, served["event_id"]))
+        return Reply(text="", ran=ran, **served)
+
+    def _complete(self, conversation: Conversation) -> tuple[dict[str, Any], dict[str, Any]]:
+        tools = self.world.tool_specs()
+        extra: dict[str, Any] = {}
+        if self.style.task_types:
+            extra["metadata"] = {"task_type": conversation.task.kind}
+        raw = self.client.chat.completions.with_raw_response.create(
+            model=self.agent,
+            messages=conversation.messages,
+            tools=tools,
+            stream=self.style.streams,
+            extra_headers={"X-Session-Id": conversation.session},
+            **extra,
+        )
+        # A stream's headers leave before its event exists: no event id, and the trajectory
+        # only from the session's second turn on.
+        served = {
+            "event_id": raw.headers.get("X-Evoplane-Event-Id"),
+            "trajectory_id": raw.headers.get("X-Evoplane-Trajectory-Id"),
+            "version": raw.headers["X-Evoplane-Version"],
+        }
+        parsed = raw.parse()
+        message = _streamed(parsed) if self.style.streams else _message(parsed)
+        return message, served
+
+    def _run(
+        self, conversation: Conversation, call: dict[str, Any], event_id: str | None
+    ) -> tuple[str, dict[str, Any], bool]:
+        name = call["function"]["name"]
+        try:
+            arguments = json.loads(call["function"]["arguments"] or "{}")
+        except ValueError:
+            arguments = {}
+        tool = self.world.tools.get(name)
+        if tool is None:
+            result_text, ok = json.dumps({"error": f"no tool named {name}"}), False
+        else:
+            result = tool.backend(self.tenant, arguments if isinstance(arguments, dict) else {})
+            result_text, ok = result.text, result.ok
+        conversation.messages.append(
+            {"role": "tool", "tool_call_id": call["id"], "content": result_text}
+        )
+        if self.style.reports_tools:
+            self._report_tool(conversation, call, result_text, ok, event_id)
+        return name, arguments if isinstance(arguments, dict) else {}, ok
+
+    # --- what the app reports -------------------------------------------------------------
+
+    def _report_tool(
+        self, conversation: Conversation, call: dict, result: str, ok: bool, event_id: str | None
+    ) -> None:
+        outcome: dict[str, Any] = {"success": ok, "tool_return": _maybe_json(result)}
+        if not ok:
+            outcome.update(error_class="api_error", error_message=result)
+        self.post(
+            "/events",
+            {
+                "session_id": conversation.session,
+                "agent": self.agent,
+                "kind": "tool_call",
+                "parent_event_id": event_id,
+                "tool_call": {
+                    "id": call["id"],
+                    "name": call["function"]["name"],
+                    "arguments": call["function"]["arguments"],
+                },
+                "outcome": outcome,
+                "side_effects": False,
+            },
+        )
+
+    def target(self, conversation: Conversation, reply: Reply) -> dict[str, Any]:
+        """What feedback on `reply` names: its llm call, else (streamed) the session."""
+        if reply.event_id is not None:
+            return {"event_id": reply.event_id}
+        return {"session_id": conversation.session, "agent": self.agent}
+
+    def report_outcome(self, conversation: Conversation, success: bool) -> None:
+        self.post(
+            "/events",
+            {
+                "session_id": conversation.session,
+                "agent": self.agent,
+                "kind": "task_outcome",
+                "outcome": {"success": success},
+                "side_effects": False,
+            },
+        )
+
+    def post(self, path: str, body: dict[str, Any]) -> None:
+        response = self.http.post(path, json=body)
+        if response.status_code >= 400:
+            raise RuntimeError(f"POST {path} answered {response.status_code}: {response.text}")
+
+
+def _message(completion: Any) -> dict[str, Any]:
+    return completion.choices[0].message.model_dump(exclude_none=True)
+
+
+def _streamed(stream: Any) -> dict[str, Any]:
+    """The assistant message a stream spells out, as the SDK's users assemble it."""
+    content: list[str] = []
+    calls: dict[int, dict[str, Any]] = {}
+    for chunk in stream:
+        if not chunk.choices:
+            continue
+        delta = chunk.choices[0].delta
+        if delta.content:
+            content.append(delta.content)
+        for part in delta.tool_calls or []:
+            call = calls.setdefault(
+                part.index,
+                {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
+            )
+            call["id"] = part.id or call["id"]
+            if part.function is not None:
+                call["function"]["name"] += part.function.name or ""
+                call["function"]["arguments"] += part.function.arguments or ""
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None}
+    if calls:
+        message["tool_calls"] = [calls[index] for index in sorted(calls)]
+    return message
+
+
+def _maybe_json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

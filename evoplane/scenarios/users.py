@@ -1,0 +1,139 @@
+"""The people who use a scenario's agent: they ask, judge the answer, and say what was wrong.
+
+A user judges an answer by the world's truth: the tenant's fact, the task's tool having run,
+and whatever the user wants of every answer (`Instruction`). How they say it went wrong is
+their tenant's habit (`FeedbackStyle`): a score or a thumb, a correcting message in the
+conversation or the widget's correction box, rarely a category. Corrections come in many
+wordings and languages, never in the control plane's vocabulary.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from evoplane.scenarios.agent import Conversation, Reply, ScenarioAgent
+from evoplane.scenarios.world import Task, World
+
+__all__ = ["FeedbackStyle", "Problem", "User", "Visit", "problems"]
+
+# What users say when a task simply did not get done.
+_UNDONE = (
+    "That didn't work.",
+    "It still isn't done, the system refused it.",
+    "Hmm, nothing happened on my side.",
+    "Das hat leider nicht funktioniert.",
+    "Ça n'a pas marché.",
+)
+# A feedback widget's categories, as teams name them (not Evoplane's words).
+CATEGORIES = {
+    "fact": "incorrect_information",
+    "instruction": "did_not_follow_my_request",
+    "tool": "action_failed",
+}
+
+
+@dataclass(frozen=True)
+class FeedbackStyle:
+    """How a tenant's users tell the agent how it did.
+
+    Args:
+        channel: "turn": they write their correction as the next message in the
+            conversation; "box": in the feedback widget's correction box.
+        rating: the explicit rating they give: a score in [0, 1], a thumb, or none.
+        categories: they also pick one of the widget's categories when something is wrong.
+        rate_good: the share of good answers they rate.
+        explain: the share of bad answers they explain in words.
+    """
+
+    channel: Literal["turn", "box"] = "turn"
+    rating: Literal["score", "thumbs", "none"] = "score"
+    categories: bool = False
+    rate_good: float = 0.5
+    explain: float = 0.9
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What was wrong with an answer, in the user's terms."""
+
+    kind: Literal["fact", "instruction", "tool"]
+    words: Sequence[str]  # ways the user might say it
+
+
+@dataclass(frozen=True)
+class Visit:
+    """One session as the scenario's ledger keeps it."""
+
+    kind: str
+    tenant: str
+    ok: bool  # first answer right
+    version: str
+
+
+def problems(world: World, tenant: str, task: Task, reply: Reply, wants: Sequence[str]) -> list:
+    """Everything wrong with `reply` for a user of `tenant` who asked `task`."""
+    found: list[Problem] = []
+    if task.fact is not None:
+        fact = world.facts[task.fact]
+        truth = fact.values[tenant]
+        if fact.found_in(reply.text) != fact.norm(truth):
+            found.append(Problem("fact", [s.format(value=truth) for s in fact.statements]))
+    if task.tool is not None and not any(n == task.tool and ok for n, _, ok in reply.ran):
+        found.append(Problem("tool", task.complaints or _UNDONE))
+    for name in wants:
+        wanted = world.wanted[name]
+        if not wanted.satisfied(reply.text, task):
+            found.append(Problem("instruction", wanted.requests))
+    return found
+
+
+class User:
+    """One person with one task; `visit` plays their session to its end."""
+
+    def __init__(self, rng: random.Random, style: FeedbackStyle) -> None:
+        self.rng, self.style = rng, style
+
+    def visit(
+        self, agent: ScenarioAgent, task: Task, session: str, wants: Sequence[str] = ()
+    ) -> Visit:
+        conversation = Conversation(task, session, agent.tenant)
+        reply = agent.ask(conversation, task.text)
+        found = problems(agent.world, agent.tenant, task, reply, wants)
+        if found:
+            self._complain(agent, conversation, reply, found[0])
+        elif self.rng.random() < self.style.rate_good:
+            self._rate(agent, conversation, reply)
+        if agent.style.reports_outcome and task.tool is not None:
+            done = any(n == task.tool and ok for n, _, ok in reply.ran)
+            agent.report_outcome(conversation, done)
+        return Visit(task.kind, agent.tenant, not found, reply.version)
+
+    def _complain(
+        self, agent: ScenarioAgent, conversation: Conversation, reply: Reply, problem: Problem
+    ) -> None:
+        words = self.rng.choice(list(problem.words)) if problem.words else None
+        explained = words if self.rng.random() < self.style.explain else None
+        report = self._rating(good=False)
+        if self.style.categories:
+            report.update(category=CATEGORIES[problem.kind], category_score=0.0)
+        if explained and self.style.channel == "box":
+            report["correction"] = explained
+        if report:
+            agent.post("/feedback", {**agent.target(conversation, reply), **report})
+        if explained and self.style.channel == "turn":
+            agent.ask(conversation, explained)
+
+    def _rate(self, agent: ScenarioAgent, conversation: Conversation, reply: Reply) -> None:
+        report = self._rating(good=True)
+        if report:
+            agent.post("/feedback", {**agent.target(conversation, reply), **report})
+
+    def _rating(self, *, good: bool) -> dict[str, Any]:
+        if self.style.rating == "score":
+            return {"score": 1.0 if good else 0.0}
+        if self.style.rating == "thumbs":
+            return {"thumbs": "up" if good else "down"}
+        return {}
