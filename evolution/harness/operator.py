@@ -22,7 +22,12 @@ from sqlmodel import Session
 from atdp import Event, EventKind, Harness, MessageAction
 from evolution.corrections import CorrectionKind, window_corrections
 from evolution.decision import DecisionRecord
-from evolution.harness.program import harness_adapter, harness_of, harness_program
+from evolution.harness.program import (
+    harness_adapter,
+    harness_of,
+    harness_program,
+    render_request,
+)
 from evolution.memory.distil import fact_text, states_fact
 from evolution.operators import Candidate, Operator, OperatorError
 from evolution.replay import request_body
@@ -50,7 +55,8 @@ LMFactory = Callable[[str], Any]
 METRIC = (
     "mean over cases: a past failure scores the share of its required facts (the facts "
     "users supplied) the answer states, or, without facts, 1 when the recorded failed "
-    "answer is not repeated; a known success scores the share of its recorded answer's "
+    "answer is not repeated (for a failure users blamed on its tools, 1 when another "
+    "offered tool is called); a known success scores the share of its recorded answer's "
     "words reproduced"
 )
 _PASS = 1.0  # a bootstrapped demo must score fully
@@ -60,7 +66,11 @@ _LESSONS = "Lessons from answers users corrected:"
 
 @dataclass(frozen=True)
 class HarnessCase:
-    """One recorded call to learn from: the agent's request and what a good answer holds."""
+    """One recorded call to learn from: the agent's request and what a good answer holds.
+
+    A tool case is a call whose answer was a tool call (`recorded_tools`): a past failure
+    users blamed on the tool it used, asked again with the tools it was offered.
+    """
 
     trajectory_id: str
     messages: list[dict[str, Any]]
@@ -69,6 +79,12 @@ class HarnessCase:
     required_facts: list[str] = field(default_factory=list)
     # What users asked of the agent in their corrections (instructions, tool use).
     requests: list[str] = field(default_factory=list)
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    recorded_tools: list[str] = field(default_factory=list)
+
+    @property
+    def tool_case(self) -> bool:
+        return bool(self.recorded_tools)
 
     def example(self) -> Any:
         """The DSPy example: a failure's target is its facts, a success's its recorded answer."""
@@ -100,25 +116,42 @@ class HarnessConfig:
 
 
 def harness_cases(session: Session, window: WindowSpec, *, per_kind: int = 20) -> list[HarnessCase]:
-    """The window's past failures and known successes that have a text answer to learn from."""
-    facts, requests = _corrections_by_trajectory(session, window)
+    """The window's past failures and known successes with an answer to learn from: a
+    text answer, or for a failure users blamed on its tools, the tool call."""
+    facts, requests, tool_blamed = _corrections_by_trajectory(session, window)
     cases = []
     for recorded in recorded_cases(session, window, per_kind=per_kind):
-        call = _answered_call(recorded.events, last=recorded.recorded_success)
+        trajectory_id = str(recorded.events[0].trajectory_id) if recorded.events else ""
+        blamed = not recorded.recorded_success and trajectory_id in tool_blamed
+        call = (_tool_call(recorded.events) if blamed else None) or _answered_call(
+            recorded.events, last=recorded.recorded_success
+        )
         if call is None:
             continue
-        trajectory_id = str(call.trajectory_id)
+        body = request_body(call)
+        called = [c.name for c in call.action.tool_calls] if _calls_tools(call) else []
         cases.append(
             HarnessCase(
                 trajectory_id=trajectory_id,
-                messages=request_body(call)["messages"],
+                messages=body["messages"],
                 recorded_answer=call.action.content or "",
                 succeeded=recorded.recorded_success,
                 required_facts=facts.get(trajectory_id, []),
                 requests=requests.get(trajectory_id, []),
+                tools=body.get("tools", []) if called else [],
+                recorded_tools=called,
             )
         )
     return cases
+
+
+def _calls_tools(event: Event) -> bool:
+    return isinstance(event.action, MessageAction) and bool(event.action.tool_calls)
+
+
+def _tool_call(events: Sequence[Event]) -> Event | None:
+    """The first llm call that answered with a tool call: where the tool was chosen."""
+    return next((e for e in events if e.kind is EventKind.LLM_CALL and _calls_tools(e)), None)
 
 
 def _answered_call(events: Sequence[Event], *, last: bool) -> Event | None:
@@ -137,10 +170,12 @@ def _answered_call(events: Sequence[Event], *, last: bool) -> Event | None:
 
 def _corrections_by_trajectory(
     session: Session, window: WindowSpec
-) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
-    """Per trajectory: the facts users supplied, and what else they asked of the agent."""
+) -> tuple[dict[str, list[str]], dict[str, list[str]], set[str]]:
+    """Per trajectory: the facts users supplied, what else they asked of the agent, and
+    the trajectories whose users blamed the tools it used."""
     facts: dict[str, list[str]] = {}
     requests: dict[str, list[str]] = {}
+    tool_blamed: set[str] = set()
     for correction in window_corrections(session, window):
         trajectory = str(correction.trajectory_id)
         if correction.kind is CorrectionKind.MISSING_FACT:
@@ -149,7 +184,9 @@ def _corrections_by_trajectory(
                 facts.setdefault(trajectory, []).append(fact)
         elif correction.kind is not CorrectionKind.OTHER:
             requests.setdefault(trajectory, []).append(correction.text.strip())
-    return _unique_values(facts), _unique_values(requests)
+        if correction.kind is CorrectionKind.TOOL_USE:
+            tool_blamed.add(trajectory)
+    return _unique_values(facts), _unique_values(requests), tool_blamed
 
 
 def _unique_values(found: dict[str, list[str]]) -> dict[str, list[str]]:
@@ -159,8 +196,10 @@ def _unique_values(found: dict[str, list[str]]) -> dict[str, list[str]]:
 # --- the metric ----------------------------------------------------------------------------
 
 
-def case_score(case: HarnessCase, answer: str | None) -> float:
-    """How well `answer` does on `case`, in [0, 1]; see `METRIC`."""
+def case_score(case: HarnessCase, answer: str | None, called: Sequence[str] = ()) -> float:
+    """How well `answer` (and the tools it `called`) does on `case`, in [0, 1]; see `METRIC`."""
+    if case.tool_case:
+        return _tool_score(case, called)
     answer = answer or ""
     if not case.succeeded:
         if case.required_facts:
@@ -173,6 +212,16 @@ def case_score(case: HarnessCase, answer: str | None) -> float:
     return len(wanted & set(_words(answer))) / len(wanted)
 
 
+def _tool_score(case: HarnessCase, called: Sequence[str]) -> float:
+    """A tool case: a success must call the recorded tools again; a failure users blamed
+    on its tools must call other tools, ones it was offered."""
+    offered = {(t.get("function") or {}).get("name") for t in case.tools}
+    if not called or not set(called) <= offered:
+        return 0.0
+    same = sorted(called) == sorted(case.recorded_tools)
+    return float(same if case.succeeded else not same)
+
+
 def _words(text: str) -> list[str]:
     return _WORD.findall(text.casefold())
 
@@ -183,7 +232,9 @@ def _metric(example: Any, prediction: Any, trace: Any = None, *_: Any) -> float 
     return score >= _PASS if trace is not None else score
 
 
-def _evaluate(program: Any, cases: Sequence[HarnessCase], samples: int = 1) -> list[float]:
+def _evaluate(
+    program: Any, cases: Sequence[HarnessCase], samples: int, lm: Any, template: str | None
+) -> list[float]:
     """Each case's mean score over `samples` answers under `program`, drawn with the seeds
     every program gets (a failed call scores 0: it answered nothing)."""
     scores = []
@@ -192,12 +243,37 @@ def _evaluate(program: Any, cases: Sequence[HarnessCase], samples: int = 1) -> l
         for sample in range(samples):
             seed = index * samples + sample
             try:
+                if case.tool_case:
+                    total += case_score(
+                        case, None, _tools_called(program, case, seed, lm, template)
+                    )
+                    continue
                 answer = program(messages=case.messages, config={"seed": seed}).answer
             except Exception:  # noqa: BLE001 - an answer that breaks the program scores nothing
                 answer = None
             total += case_score(case, answer)
         scores.append(total / samples)
     return scores
+
+
+def _tools_called(
+    program: Any, case: HarnessCase, seed: int, lm: Any, template: str | None
+) -> list[str]:
+    """The tools the LM calls for a tool case under `program`'s harness. DSPy's programs
+    answer text, so the case is rendered as the gateway would and sent with its tools."""
+    messages = render_request(
+        program.signature.instructions, program.demos, case.messages, template
+    )
+    outputs = lm(messages=messages, tools=case.tools, seed=seed)
+    first = outputs[0] if outputs else None
+    calls = first.get("tool_calls") if isinstance(first, dict) else None
+    return [_function_name(call) for call in calls or []]
+
+
+def _function_name(call: Any) -> str:
+    function = call.get("function") if isinstance(call, dict) else getattr(call, "function", None)
+    name = function.get("name") if isinstance(function, dict) else getattr(function, "name", None)
+    return str(name or "")
 
 
 # --- the optimisers ------------------------------------------------------------------------
@@ -280,9 +356,13 @@ def _trials(
     """
     import dspy
 
-    trainset = [case.example() for case in cases]
+    def evaluate(program: Any) -> list[float]:
+        return _evaluate(program, cases, config.samples, task_lm, parent.template)
+
+    # DSPy learns demos from text answers; tool cases are scored, not bootstrapped.
+    trainset = [case.example() for case in cases if not case.tool_case]
     with dspy.context(lm=task_lm, adapter=harness_adapter(parent.template)):
-        trials = [_Trial(parent, _evaluate(harness_program(parent), cases, config.samples))]
+        trials = [_Trial(parent, evaluate(harness_program(parent)))]
         variants = (
             [parent.instructions]
             if config.optimizer in {"mipro", "gepa"}
@@ -290,13 +370,10 @@ def _trials(
         )
         for instructions in variants:
             start = harness_program(parent.model_copy(update={"instructions": instructions}))
-            compiled = _compile(start, trainset, config, task_lm)
+            compiled = _compile(start, trainset, config, task_lm) if trainset else start
             harness = harness_of(compiled, parent)
             scored = next((trial for trial in trials if trial.harness == harness), None)
-            if scored is None:
-                scores = _evaluate(compiled, cases, config.samples)
-            else:
-                scores = scored.scores
+            scores = evaluate(compiled) if scored is None else scored.scores
             trials.append(_Trial(harness, scores))
     return trials
 
