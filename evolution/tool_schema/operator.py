@@ -1,10 +1,12 @@
 """The tool-schema operator: learn what one parameter's values must look like, and say so.
 
 A TOOL_ARGUMENT cluster says the model keeps calling a tool with a value the tool refuses.
-The window's successful calls show what the tool accepts, so the operator learns a rule
-from their values (`evolution.tool_schema.successes`): an enum, a pattern, a format, written
-into the model-facing schema with examples and a description that states it; a parameter
-may be renamed for the model.
+With enough successful calls the operator learns the rule from their values
+(`evolution.tool_schema.successes`); with fewer, from what the tool's refusals and its
+description say (`evolution.tool_schema.refusals`): a break that refuses every call is when
+the fix matters most, and the tool usually says what it wants in each refusal. Either way
+the rule (an enum, a pattern, a format, a type) goes into the model-facing schema with
+examples and a description that states it; a parameter may be renamed for the model.
 
 Each edit is proven by tool-call replay (`evolution.tool_schema.replay`): the window's
 recorded calls are validated (JSON Schema 2020-12) against the schema the model was
@@ -30,6 +32,7 @@ from evolution.tool_schema.calls import (
 )
 from evolution.tool_schema.config import ToolSchemaConfig
 from evolution.tool_schema.edits import Edit, OfferedTool, Target, appended
+from evolution.tool_schema.refusals import edit_from_refusals
 from evolution.tool_schema.replay import Replay, replay_calls
 from evolution.tool_schema.successes import edit_from_successes
 from evolution.window import FailureKind, WindowSpec
@@ -48,10 +51,13 @@ def propose_tool_schema(
 ) -> Candidate:
     """A candidate whose schema for the cluster's tool states what its parameter must be.
 
+    The rule is learned from the successful calls when at least `config.min_successes`
+    gave the parameter, else from the tool's refusals and description.
+
     Raises:
-        OperatorError: no recorded schema, or no rule learned from successful calls that
-            replay proves separates them from the cluster's failures (too few successes,
-            no shared shape).
+        OperatorError: no recorded schema, or no rule that replay proves separates the
+            cluster's failures from the successes (too little evidence, no shared shape,
+            refusals that state nothing or contradict each other).
     """
     config = config or ToolSchemaConfig()
     target = _target(decision)
@@ -62,12 +68,8 @@ def propose_tool_schema(
         tool.offered_schema, dict(tool.override.argument_map), successes, failures
     )
     given = [c for c in successes if target.parameter in (c.arguments or {})]
-    if len(given) < config.min_successes:
-        raise OperatorError(
-            f"only {len(given)} successful calls of {target.tool} gave {target.parameter} "
-            f"(< {config.min_successes}); nothing to learn its format from"
-        )
-    edit = edit_from_successes(tool, target, successes, failures, before, config)
+    learn = edit_from_successes if len(given) >= config.min_successes else edit_from_refusals
+    edit = learn(tool, target, successes, failures, before, config)
     override = ToolOverride(
         description=appended(tool.description, edit.sentence)
         if edit.sentence

@@ -1,8 +1,9 @@
-"""Rules a parameter's values follow, as JSON Schema keywords, learned from the values.
+"""Rules a parameter's values follow, as JSON Schema keywords, learned from values or from
+what the tool says (`evolution.tool_schema.errors`).
 
-A rule is a small keyword set (`enum`, `pattern`, `format`) that every value it was learned
-from satisfies; the operator tries them strictest first and keeps the first that replay
-proves safe.
+A rule is a small keyword set (`enum`, `pattern`, `format`, `type`) that every value it was
+learned from satisfies; the operator tries them strictest first and keeps the first that
+replay proves safe.
 """
 
 from __future__ import annotations
@@ -12,9 +13,20 @@ import re
 from collections.abc import Sequence
 from datetime import date
 
-from evolution.tool_schema.config import ToolSchemaConfig
+import jsonschema
 
-__all__ = ["infer_pattern", "infer_rules", "value_format"]
+from evolution.tool_schema.config import ToolSchemaConfig
+from evolution.tool_schema.statement import Statement
+
+__all__ = [
+    "claims",
+    "example_of",
+    "infer_pattern",
+    "infer_rules",
+    "stated_rules",
+    "template_pattern",
+    "value_format",
+]
 
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
@@ -111,3 +123,127 @@ def _part(texts: list[str], kind: str) -> str:
 def _literal(text: str) -> str:
     # A hyphen outside a character class is literal; leaving it bare keeps "ORD-" readable.
     return re.escape(text).replace("\\-", "-")
+
+
+# -- rules from what the tool says ----------------------------------------------------
+
+# Formats the validator checks; naming another would prove nothing on replay.
+_CHECKED_FORMATS = frozenset(jsonschema.Draft202012Validator.FORMAT_CHECKER.checkers)
+
+
+def stated_rules(stated: Statement, values: Sequence[object] = ()) -> list[dict]:
+    """JSON Schema keyword sets that what the tool says allows, strictest first.
+
+    A stated closed set comes first, then each stated pattern (the most often stated
+    first) and one inferred from the examples it gave and the successful `values`, each
+    with a format when one is stated or every example has it; then the format or the type
+    alone.
+    """
+    typed = {"type": stated.types[0]} if stated.types else {}
+    rules: list[dict] = [{"enum": list(items)} for items in stated.enums]
+    if typed and typed["type"] != "string":
+        return _distinct([*rules, typed])
+    strings = [v for v in (*stated.examples, *values) if isinstance(v, str)]
+    fmt = _stated_format(stated) or value_format(strings)
+    # the examples with the successful values, else alone (a success may break them)
+    templates = [template_pattern(strings), template_pattern(list(stated.examples))]
+    string = {"type": "string"}
+    for pattern in dict.fromkeys([*stated.patterns, *(t for t in templates if t)]):
+        if fmt:
+            rules.append({**string, "format": fmt, "pattern": pattern})
+        rules.append({**string, "pattern": pattern})
+    if fmt:
+        rules.append({**string, "format": fmt})
+    return _distinct([*rules, *([typed] if typed else [])])
+
+
+def claims(stated: Statement) -> list[dict]:
+    """Each thing a statement asserts about a value, as a schema the value must satisfy;
+    its examples count as a pattern only when it states none."""
+    found = [{"enum": list(items)} for items in stated.enums]
+    found += [{"type": "string", "pattern": p} for p in stated.patterns]
+    template = None if stated.patterns else template_pattern(list(stated.examples))
+    found += [{"type": "string", "pattern": template}] if template else []
+    found += [{"type": "string", "format": f} for f in stated.formats if f in _CHECKED_FORMATS]
+    return found + [{"type": t} for t in stated.types]
+
+
+def _stated_format(stated: Statement) -> str | None:
+    return next((f for f in stated.formats if f in _CHECKED_FORMATS), None)
+
+
+def _distinct(rules: list[dict]) -> list[dict]:
+    unique = {json.dumps(rule, sort_keys=True): rule for rule in reversed(rules)}
+    return list(reversed(unique.values()))
+
+
+def template_pattern(examples: Sequence[str]) -> str | None:
+    """The pattern examples share (`infer_pattern`); a single example is a template whose
+    digits stand for any digit and whose letters stand for themselves ("EMP-12345" ->
+    ^EMP-\\d{5}$). None for a single example without digits: one word generalises to nothing."""
+    distinct = list(dict.fromkeys(examples))
+    if len(distinct) == 1:
+        shifted = "".join(str((int(c) + 1) % 10) if c.isdigit() else c for c in distinct[0])
+        distinct.append(shifted)
+    return infer_pattern(distinct) if len(distinct) >= 2 else None
+
+
+# What a pattern's example is made of: an atom and how often it repeats.
+_ATOM = re.compile(
+    r"(\\[dw]|\\.|\[(?:\\.|[^\]\\])+\]|\.|[^\\()|?*+{}\[\]^$])(\{(\d+)(?:,\d*)?\}|[+*?])?"
+)
+_FORMAT_EXAMPLES = {
+    "date": "2026-01-31",
+    "email": "name@example.com",
+    "uuid": "123e4567-e89b-12d3-a456-426614174000",
+}
+
+
+def example_of(rule: dict) -> object | None:
+    """A value the rule accepts, for rules the tool stated without one: the first of an
+    enum, a format's usual example, or one made from a plain pattern (atoms, classes and
+    counts; no groups or alternatives). None when no value could be made and checked."""
+    if rule.get("enum"):
+        return rule["enum"][0]
+    # a format's usual example reads better than a made one ("2026-01-31", not "1111-11-11")
+    pattern, fmt = rule.get("pattern"), rule.get("format")
+    candidates = [_FORMAT_EXAMPLES.get(fmt)] if fmt else []
+    if pattern:
+        candidates += [*_FORMAT_EXAMPLES.values(), _made(pattern)]
+    check = jsonschema.Draft202012Validator(
+        rule, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+    )
+    return next((c for c in candidates if c is not None and check.is_valid(c)), None)
+
+
+def _made(pattern: str) -> str | None:
+    body = pattern.removeprefix("^").removesuffix("$")
+    made, end = [], 0
+    for match in _ATOM.finditer(body):
+        if match.start() != end:
+            return None
+        end = match.end()
+        char = _atom_char(match.group(1))
+        if char is None:
+            return None
+        made.append(char * _count(match.group(2), match.group(3)))
+    return "".join(made) if end == len(body) else None
+
+
+def _atom_char(atom: str) -> str | None:
+    if atom in ("\\d", "[0-9]") or atom.startswith("[\\d"):
+        return "1"
+    if atom == "\\w" or atom == ".":
+        return "a"
+    if atom.startswith("\\"):
+        return atom[1] if not atom[1].isalnum() else None
+    if atom.startswith("["):
+        inner = atom[1:-1]
+        return None if inner.startswith("^") or inner.startswith("\\") else inner[0]
+    return atom
+
+
+def _count(quantifier: str | None, times: str | None) -> int:
+    if times is not None:
+        return int(times)
+    return 0 if quantifier in ("*", "?") else 1

@@ -1,6 +1,7 @@
 """The tool-schema operator on recorded windows (SQLite and PostgreSQL): the rule it learns
-from successful calls, the replay numbers it reports, renames that round-trip through the
-gateway's overlays, and the cases where it must refuse."""
+from successful calls or, when none succeeded, from the tool's refusals, the replay numbers
+it reports, renames that round-trip through the gateway's overlays, and the cases where it
+must refuse."""
 
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ class ToolRecorder(Recorder):
 def record_window(engine, tool: str, schema: dict, successes: list, failures: list, **kw) -> None:
     """One trajectory per call: the model is offered `tool`, then the agent calls it.
 
-    successes: argument dicts that worked; failures: (arguments, error message) pairs.
+    successes: argument dicts that worked; failures: (arguments, error) pairs, the error
+    a message, or a JSON body the tool returned (then recorded with no message).
     """
     base = utcnow() - HOUR
     rec = ToolRecorder()
@@ -61,9 +63,8 @@ def record_window(engine, tool: str, schema: dict, successes: list, failures: li
         if message is None:
             rec.tool_call(t, tool, arguments=arguments, returned={"ok": True})
         else:
-            rec.tool_call(
-                t, tool, arguments=arguments, error_class="validation_error", message=message
-            )
+            said = {"message": message} if isinstance(message, str) else {"returned": message}
+            rec.tool_call(t, tool, arguments=arguments, error_class="validation_error", **said)
         trajectories.append(t)
     store(engine, trajectories, rec.events)
 
@@ -353,6 +354,267 @@ def test_refuses_when_no_rule_separates_failures_from_successes(engine) -> None:
 
     with pytest.raises(OperatorError, match="no rule learned"):
         propose(engine, "lookup_order.order_id:validation_error")
+
+
+# -- learning from refusals when no call succeeded ----------------------------------------
+
+EMPLOYEE_SCHEMA = {
+    "type": "object",
+    "properties": {"employee_id": {"type": "string", "description": "Whose record."}},
+    "required": ["employee_id"],
+}
+EMPLOYEE_PATTERN = r"^EMP-\d{5}$"
+EMPLOYEE_KEY = "lookup_employee.employee_id:validation_error"
+
+
+def jsonschema_refusal(parameter: str, prop: dict, value: object) -> str:
+    """How a tool that validates with jsonschema words its refusal: path, then message."""
+    error = next(
+        jsonschema.Draft202012Validator({"properties": {parameter: prop}}).iter_errors(
+            {parameter: value}
+        )
+    )
+    return f"{parameter}: {error.message}"
+
+
+def test_every_call_refused_the_rule_is_learned_from_the_refusals(engine) -> None:
+    """After a platform change every call fails; each refusal says what the tool wants."""
+    world(engine)
+    bad = [f"{10000 + 7 * i}" for i in range(6)] + [f"emp-{i:05d}" for i in range(6)]
+    said = [
+        lambda v: f"employee_id must match {EMPLOYEE_PATTERN}",
+        lambda v: "employee_id: invalid employee id, must look like EMP-12345",
+        lambda v: jsonschema_refusal("employee_id", {"pattern": EMPLOYEE_PATTERN}, v),
+    ]
+    failures = [({"employee_id": v}, said[i % 3](v)) for i, v in enumerate(bad)]
+    record_window(
+        engine, "lookup_employee", EMPLOYEE_SCHEMA, [], failures, description="Look up an employee."
+    )
+
+    parent, candidate = propose(engine, EMPLOYEE_KEY)
+
+    tool = override(candidate, "lookup_employee")
+    prop = tool.parameters["properties"]["employee_id"]
+    assert prop["pattern"] == EMPLOYEE_PATTERN
+    assert prop["examples"] == ["EMP-12345"]  # the tool's own example
+    assert prop["description"].startswith("Whose record. `employee_id` must look like")
+    assert tool.description.startswith("Look up an employee.") and '"EMP-12345"' in tool.description
+    assert not [v for v in bad if is_valid(tool.parameters, {"employee_id": v})]
+    assert all(is_valid(tool.parameters, {"employee_id": f"EMP-{n:05d}"}) for n in (0, 4711, 99999))
+    evidence = candidate.evidence
+    assert (evidence["successful_calls"], evidence["failing_calls"]) == (0, 12)
+    assert evidence["rule_source"] == "refusals"
+    assert evidence["learned_from"] == "12 error messages"
+    assert (evidence["refused_said_wrong"], evidence["refused_said_wrong_rejected"]) == (12, 12)
+    assert (evidence["error_examples"], evidence["error_examples_accepted"]) == (["EMP-12345"], 1)
+    assert (evidence["failures_rejected_offered"], evidence["failures_rejected_candidate"]) == (
+        0,
+        12,
+    )
+    assert f'pattern "{EMPLOYEE_PATTERN}"'.replace("\\", "\\\\") in candidate.changes[0]
+    assert candidate.changes[0].endswith("learned from 12 error messages")
+    assert any(c.startswith("replay: 12 of 12 refused calls") for c in candidate.changes)
+    assert "from 12 error messages" in candidate.summary
+    assert parent.spec.tools.tools == {}
+
+
+def test_fastapi_422_bodies_are_read_as_the_tool_returned_them(engine) -> None:
+    """The tool is a FastAPI service: its refusals are real 422 bodies, recorded as returns."""
+    from fastapi import FastAPI, Query
+    from fastapi.testclient import TestClient
+
+    service = FastAPI()
+
+    @service.get("/employees")
+    def employee(employee_id: str = Query(pattern=EMPLOYEE_PATTERN)) -> dict:
+        return {"employee_id": employee_id}
+
+    client = TestClient(service)
+    bad = [f"{20000 + i}" for i in range(8)]
+    bodies = [client.get("/employees", params={"employee_id": v}) for v in bad]
+    assert {b.status_code for b in bodies} == {422}
+    world(engine)
+    failures = [({"employee_id": v}, b.json()) for v, b in zip(bad, bodies, strict=True)]
+    record_window(engine, "lookup_employee", EMPLOYEE_SCHEMA, [], failures)
+
+    _, candidate = propose(engine, EMPLOYEE_KEY)
+
+    parameters = override(candidate, "lookup_employee").parameters
+    assert parameters["properties"]["employee_id"]["pattern"] == EMPLOYEE_PATTERN
+    assert candidate.evidence["failures_rejected_candidate"] == 8
+    assert (
+        client.get(
+            "/employees",
+            params={"employee_id": parameters["properties"]["employee_id"]["examples"][0]},
+        ).status_code
+        == 200
+    )
+
+
+def test_a_closed_set_from_jsonschema_refusals(engine) -> None:
+    world(engine)
+    schema = {"type": "object", "properties": {"cabin": {"type": "string"}}}
+    cabins = ["economy", "premium", "business"]
+    bad = ["coach", "first", "Economy", "eco"] * 2
+    failures = [({"cabin": v}, jsonschema_refusal("cabin", {"enum": cabins}, v)) for v in bad]
+    record_window(engine, "book_flight", schema, [], failures)
+
+    _, candidate = propose(engine, "book_flight.cabin:validation_error")
+
+    prop = override(candidate, "book_flight").parameters["properties"]["cabin"]
+    assert prop["enum"] == cabins
+    assert '`cabin` must be one of: "economy", "premium", "business".' in prop["description"]
+    assert candidate.evidence["refused_said_wrong_rejected"] == 8
+
+
+def test_a_date_layout_named_in_the_refusals(engine) -> None:
+    world(engine)
+    schema = {"type": "object", "properties": {"travel_date": {"type": "string"}}}
+    bad = ["2026-03-01", "2026-03-02", "03/01/2026", "next friday"]
+    failures = [({"travel_date": v}, "travel_date: expected format DD.MM.YYYY") for v in bad]
+    record_window(engine, "book_train", schema, [], failures)
+
+    _, candidate = propose(engine, "book_train.travel_date:validation_error")
+
+    parameters = override(candidate, "book_train").parameters
+    prop = parameters["properties"]["travel_date"]
+    assert prop["pattern"] == r"^\d{2}\.\d{2}\.\d{4}$"
+    assert prop["examples"] == ["31.01.2026"]  # a sample of the stated layout
+    assert not any(is_valid(parameters, {"travel_date": v}) for v in bad)
+    # the layout's sample and a value made from its pattern
+    assert candidate.evidence["stated_values_accepted"] == candidate.evidence["stated_values"] == 2
+
+
+def test_the_rule_from_refusals_is_combined_with_the_few_successes(engine) -> None:
+    world(engine)
+    good = ["EMP-00001", "EMP-31337"]
+    bad = [f"{n}" for n in range(40000, 40006)]
+    failures = [({"employee_id": v}, "employee_id: unknown format, e.g. EMP-12345") for v in bad]
+    record_window(
+        engine, "lookup_employee", EMPLOYEE_SCHEMA, [{"employee_id": v} for v in good], failures
+    )
+
+    _, candidate = propose(engine, EMPLOYEE_KEY)  # 2 successes < min_successes (3)
+
+    prop = override(candidate, "lookup_employee").parameters["properties"]["employee_id"]
+    assert prop["pattern"] == EMPLOYEE_PATTERN
+    assert prop["examples"] == ["EMP-12345", *good]
+    assert candidate.evidence["learned_from"] == "6 error messages and 2 successful calls"
+    assert candidate.evidence["successes_valid_candidate"] == 2
+
+
+def test_successes_that_break_what_the_refusals_say_are_a_contradiction(engine) -> None:
+    world(engine)
+    failures = [
+        ({"employee_id": f"{n}"}, f"employee_id must match {EMPLOYEE_PATTERN}") for n in range(5)
+    ]
+    record_window(engine, "lookup_employee", EMPLOYEE_SCHEMA, [{"employee_id": "X-9"}], failures)
+
+    with pytest.raises(OperatorError, match="successful values break what the tool says"):
+        propose(engine, EMPLOYEE_KEY)
+
+
+def test_the_description_speaks_when_the_refusals_do_not(engine) -> None:
+    world(engine)
+    schema = {
+        "type": "object",
+        "properties": {
+            "employee_id": {"type": "string", "description": "Staff number, e.g. EMP-12345."}
+        },
+    }
+    failures = [({"employee_id": f"{n}"}, "employee_id: invalid employee") for n in range(5)]
+    record_window(engine, "lookup_employee", schema, [], failures)
+
+    _, candidate = propose(engine, EMPLOYEE_KEY)
+
+    prop = override(candidate, "lookup_employee").parameters["properties"]["employee_id"]
+    assert prop["pattern"] == EMPLOYEE_PATTERN
+    assert candidate.evidence["rule_source"] == "description"
+    assert candidate.evidence["learned_from"].startswith(
+        "the tool's description (its 5 error messages"
+    )
+
+
+PATIENT_SCHEMA = {
+    "type": "object",
+    "properties": {"patient": {"type": "string", "description": "Who."}, "day": {"type": "string"}},
+    "required": ["patient"],
+}
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "unknown parameter 'patient'; missing required field 'patient_id'",
+        "Additional properties are not allowed ('patient' was unexpected)\n"
+        "'patient_id' is a required property",
+        "got an unexpected keyword argument 'patient'. Did you mean 'patient_id'?",
+    ],
+)
+def test_a_parameter_the_tool_now_knows_by_another_name(engine, said: str) -> None:
+    """The tool refuses the agent's name and asks for another: the model is shown the
+    tool's name, and no argument map turns it back into the refused one."""
+    world(engine)
+    failures = [({"patient": f"P-{n}", "day": "2026-03-01"}, said) for n in range(6)]
+    record_window(engine, "book_visit", PATIENT_SCHEMA, [], failures)
+
+    _, candidate = propose(engine, "book_visit.patient:validation_error")
+
+    tool = override(candidate, "book_visit")
+    assert set(tool.parameters["properties"]) == {"patient_id", "day"}
+    assert tool.parameters["properties"]["patient_id"]["description"] == "Who."
+    assert tool.parameters["required"] == ["patient_id"]
+    assert tool.argument_map == {}
+    assert candidate.evidence["renamed_by_tool"] == ["patient", "patient_id"]
+    assert candidate.evidence["failures_rejected_candidate"] == 6
+    assert any("no argument map" in change for change in candidate.changes)
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "book me in"}],
+        "tools": [
+            {"type": "function", "function": {"name": "book_visit", "parameters": PATIENT_SCHEMA}}
+        ],
+    }
+    overlaid = apply_overlays(body, candidate.spec)
+    sent = overlaid.body["tools"][0]["function"]["parameters"]
+    assert set(sent["properties"]) == {"patient_id", "day"}
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "book_visit", "arguments": '{"patient_id": "P-1"}'},
+    }
+    response = {"choices": [{"message": {"role": "assistant", "tool_calls": [call]}}]}
+    restored = restore_response(response, overlaid)
+    arguments = restored["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"]
+    assert json.loads(arguments) == {"patient_id": "P-1"}  # the agent passes the tool's name on
+
+
+def test_a_parameter_the_tool_says_is_missing_becomes_required(engine) -> None:
+    """The model leaves out a parameter the offered schema calls optional; the tool refuses."""
+    world(engine)
+    schema = {
+        "type": "object",
+        "properties": {"employee_id": {"type": "string"}, "name": {"type": "string"}},
+    }
+    failures = [({"name": n}, "missing required parameter 'employee_id'") for n in "ABCD"]
+    record_window(engine, "lookup_employee", schema, [], failures)
+
+    _, candidate = propose(engine, EMPLOYEE_KEY)
+
+    tool = override(candidate, "lookup_employee")
+    assert tool.parameters["required"] == ["employee_id"]
+    assert candidate.evidence["required_by_tool"] is True and candidate.evidence["rule"] == {}
+    assert candidate.evidence["failures_rejected_candidate"] == 4
+    assert "lookup_employee.employee_id: required, as the tool says" in candidate.changes
+
+
+def test_an_unknown_parameter_with_no_replacement_named_is_refused(engine) -> None:
+    world(engine)
+    failures = [({"patient": f"P-{n}"}, "unknown parameter 'patient'") for n in range(4)]
+    record_window(engine, "book_visit", PATIENT_SCHEMA, [], failures)
+
+    with pytest.raises(OperatorError, match="refuses book_visit.patient as an unknown parameter"):
+        propose(engine, "book_visit.patient:validation_error")
 
 
 # -- the rule learner, on generated values ----------------------------------------------

@@ -221,3 +221,31 @@ async def replay_held_out_failures(
     finally:
         await gate.aclose()
     return found
+
+
+async def test_a_candidate_learned_from_refusals_alone_fixes_held_out_failures(tmp_path) -> None:
+    """Every training call was refused, each refusal saying what the tool wants: the rule is
+    learned from those words, and the real replay gate proves it on held-out traffic."""
+    with live_gateway(tmp_path, Behaviour(follows_schema=True)) as live:
+        start = utcnow()
+        record(live, "train-bad", [f"{200000 + 53 * i}" for i in range(6)])
+        split = utcnow()
+        record(live, "held-bad", [f"{300000 + 71 * i}" for i in range(8)])
+        record(live, "held-ok", [f"ORD-{400000 + 89 * i}" for i in range(8)])
+        parent, candidate, built = build_candidate(live, window(start, split))
+        with transaction(live.engine) as session:
+            set_agent_settings(session, AGENT, SUITE)
+        held_out = window(split)
+        result = await held_out_gate(
+            live.engine, parent.id, candidate.id, Action.TOOL_SCHEMA, held_out
+        )
+
+    assert (built.evidence["successful_calls"], built.evidence["failing_calls"]) == (0, 6)
+    assert built.evidence["rule_source"] == "refusals"
+    assert built.evidence["learned_from"] == "6 error messages"
+    prop = candidate.spec.tools.tools["lookup_order"].parameters["properties"]["order_id"]
+    assert prop["pattern"] == "^ORD-\\d{6}$" and prop["examples"] == ["ORD-000000"]
+    failures, successes = improvement("learned from refusals", result)
+    assert len(result.fixed) == failures.n_baseline == 8 and result.broken == []
+    assert successes.candidate_mean >= successes.baseline_mean - GateConfig().tolerance
+    assert result.verdict is Verdict.PASS, result.reason
