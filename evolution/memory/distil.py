@@ -39,7 +39,8 @@ _LEAD_IN = re.compile(
     r"|to be clear|please note|note|i said|i meant|you got it wrong|you misunderstood"
     r"|that'?s (?:not (?:right|correct|true|it|what i (?:asked|meant|wanted))|wrong|incorrect)"
     r"|not what i (?:asked|meant|wanted)|try again)\b[\s,.:;!-]*"
-    r"|(?:no|nope|nah|wrong|incorrect)\s*[,.:;!-]+\s*)",
+    r"|(?:no|nope|nah|wrong|incorrect|nein|falsch|non|faux|incorrecto|nee|fout|sbagliato)"
+    r"\s*[,.:;!-]+\s*)",
     re.IGNORECASE,
 )
 _THAT = re.compile(r"^that\s+", re.IGNORECASE)

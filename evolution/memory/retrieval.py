@@ -1,4 +1,5 @@
-"""Lexical memory retrieval (Okapi BM25): the index the gateway and the memory operator share.
+"""Lexical memory retrieval (Okapi BM25 over words and subwords): the index the gateway and
+the memory operator share.
 
 Pure Python, no model downloads: it runs anywhere the gateway runs. Embedding retrieval
 can be added behind the same `search` signature.
@@ -24,9 +25,22 @@ _STOPWORDS = frozenset(
 )
 
 
+# Long words also count by their character 5-grams, so a word inside a compound or with
+# another ending still matches: "Gepäck" in "Freigepäck", "refund" in "refunds".
+_SUBWORD = 5
+_SUBWORD_FROM = 6
+
+
 def tokenize(text: str) -> list[str]:
-    """Lowercased word tokens without stopwords."""
-    return [token for token in _WORD.findall(text.lower()) if token not in _STOPWORDS]
+    """Lowercased word tokens without stopwords, and the 5-grams of the longer ones."""
+    words = [token for token in _WORD.findall(text.lower()) if token not in _STOPWORDS]
+    grams = [
+        f"~{word[i : i + _SUBWORD]}"
+        for word in words
+        if len(word) >= _SUBWORD_FROM
+        for i in range(len(word) - _SUBWORD + 1)
+    ]
+    return words + grams
 
 
 @dataclass(frozen=True)
