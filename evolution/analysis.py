@@ -478,7 +478,11 @@ _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_.\[\]]*"
 _NAMED_PARAMETER = re.compile(
     rf"\b(?:parameter|argument|field|param|property)s?\s+[`'\"]?({_IDENTIFIER})", re.IGNORECASE
 )
-_QUOTED_PARAMETER = re.compile(rf"[`'\"]({_IDENTIFIER})[`'\"]\s+(?:is|must|should|was|has)\b")
+# "'order_id' is required" names a parameter; "'coach' is not one of [...]" (jsonschema's
+# wording) quotes the refused value.
+_QUOTED_PARAMETER = re.compile(
+    rf"[`'\"]({_IDENTIFIER})[`'\"]\s+(?:is|must|should|was|has)\b(?!\s+not\b)"
+)
 # "order_id: must be a string"; capitalised heads ("Error:", "Note:") are not parameters.
 _PREFIXED_PARAMETER = re.compile(r"^\s*([a-z_][A-Za-z0-9_.\[\]]*)\s*:")
 _KNOWN_ERRORS = ARGUMENT_ERRORS | ROUTING_ERRORS
@@ -499,7 +503,7 @@ def tool_parameter(call: ToolCallRecord) -> str | None:
         if found:
             return found
     text = _error_text(call) or ""
-    for line in [text, *_error_strings(call.tool_return)]:
+    for line in [*_error_strings(call.tool_return), text]:  # the message before its wrapper
         found = _text_parameter(line)
         if found:
             return found
