@@ -118,12 +118,12 @@ def run_scenarios(
     reporter = reporter or QuietReporter()
     models: dict[str, ScriptedModel] = {}
     run = uuid.uuid4().hex[:4]
-    admin = AdminCLI(settings_env)
+    tenancy = Tenancy(AdminCLI(settings_env), run)
     results = []
     with ModelServer(models) as server:
         for index, scenario in enumerate(scenarios):
             play = _ScenarioRun(
-                scenario, endpoints, server, admin, models, run, seed + index, scale, reporter
+                scenario, endpoints, server, tenancy, models, run, seed + index, scale, reporter
             )
             result = play.run()
             results.append(result)
@@ -149,26 +149,47 @@ class AdminCLI:
         return done.stdout
 
 
+class Tenancy:
+    """The run's tenants and their keys, each created once (worlds share their tenants)."""
+
+    def __init__(self, admin: AdminCLI, run: str) -> None:
+        self.admin, self.run = admin, run
+        self._keys: dict[str, str] = {}
+
+    def name(self, tenant: str) -> str:
+        return f"{tenant}-{self.run}"
+
+    def key(self, tenant: str) -> str:
+        """The tenant's key, creating the tenant on first use (its key may use any agent
+        the tenant is granted)."""
+        if tenant not in self._keys:
+            self.admin("tenant", "create", self.name(tenant))
+            issued = self.admin("key", "create", "--tenant", self.name(tenant))
+            self._keys[tenant] = issued.strip().splitlines()[-1]
+        return self._keys[tenant]
+
+
 class _ScenarioRun:
     def __init__(
         self,
         scenario: Scenario,
         endpoints: Endpoints,
         server: ModelServer,
-        admin: AdminCLI,
+        tenancy: Tenancy,
         models: dict[str, ScriptedModel],
         run: str,
         seed: int,
         scale: SuiteScale,
         reporter: Reporter,
     ) -> None:
-        self.scenario, self.endpoints, self.server, self.admin = scenario, endpoints, server, admin
+        self.scenario, self.endpoints, self.server = scenario, endpoints, server
+        self.tenancy, self.admin = tenancy, tenancy.admin
         self.scale, self.reporter, self.seed = scale, reporter, seed
         self.world: World = scenario.world()
         self.agent = f"{scenario.name.replace('_', '-')}-{run}"
         self.model = f"{self.agent}-llm"
         models[self.model] = ScriptedModel(self.world)
-        self.tenants = {tenant: f"{tenant}-{run}" for tenant in self.world.tenants}
+        self.tenants = {tenant: tenancy.name(tenant) for tenant in self.world.tenants}
         self.control = ControlClient(endpoints)
         self.agents: dict[str, ScenarioAgent] = {}
         self.ledger: list[tuple[float, Visit]] = []
@@ -195,8 +216,7 @@ class _ScenarioRun:
 
     def _setup(self) -> None:
         self.reporter.phase(f"{self.scenario.name}: creating tenants, keys and the agent")
-        for tenant in self.tenants.values():
-            self.admin("tenant", "create", tenant)
+        keys = {base: self.tenancy.key(base) for base in self.tenants}
         self.admin(
             "agent", "create", self.agent,
             "--engine", "openai",
@@ -213,8 +233,7 @@ class _ScenarioRun:
             self.admin("agent", "configure", self.agent, "--file", file.name)
         finally:
             Path(file.name).unlink()
-        for base, tenant in self.tenants.items():
-            key = self.admin("key", "create", "--tenant", tenant).strip().splitlines()[-1]
+        for base, key in keys.items():
             self.agents[base] = ScenarioAgent(
                 self.agent, base, key, self.endpoints.gateway, self.world, self.scenario.agent
             )
