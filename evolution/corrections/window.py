@@ -25,7 +25,7 @@ from datetime import datetime
 from sqlmodel import Session
 
 from atdp import Reward, RewardSource
-from evolution.corrections.classify import CorrectionKind, classify
+from evolution.corrections.classify import CorrectionKind, classify, specifics
 from evolution.corrections.meaning import group_by_meaning, label
 from evolution.window import WindowSpec, trajectory_window
 from registry import (
@@ -76,6 +76,12 @@ class UserCorrection:
     at: datetime
     answer: uuid.UUID | None = None
     category: str | None = None
+
+    @property
+    def supplies_fact(self) -> bool:
+        """It gives the agent a fact: a missing fact, or anything that asserts a value (a
+        policy the user reported with its terms, "invoices within 30 days", say)."""
+        return self.kind is CorrectionKind.MISSING_FACT or bool(specifics(self.text))
 
     @property
     def event_id(self) -> uuid.UUID | None:

@@ -178,7 +178,7 @@ def _corrections_by_trajectory(
     tool_blamed: set[str] = set()
     for correction in window_corrections(session, window):
         trajectory = str(correction.trajectory_id)
-        if correction.kind is CorrectionKind.MISSING_FACT:
+        if correction.supplies_fact:
             fact = fact_text(correction.text)
             if fact:
                 facts.setdefault(trajectory, []).append(fact)

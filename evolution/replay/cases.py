@@ -16,7 +16,7 @@ from collections import defaultdict
 from sqlmodel import Session
 
 from atdp import Reward
-from evolution.corrections import CorrectionKind, window_corrections
+from evolution.corrections import window_corrections
 from evolution.memory.distil import fact_text
 from evolution.replay import RecordedTrajectory
 from evolution.replay.scorers import ScoringContext
@@ -73,7 +73,7 @@ def _corrected_facts(session: Session, window: WindowSpec) -> dict[uuid.UUID, li
     """The facts users supplied in each trajectory: a replayed answer should now state them."""
     facts: dict[uuid.UUID, list[str]] = {}
     for correction in window_corrections(session, window):
-        if correction.kind is not CorrectionKind.MISSING_FACT:
+        if not correction.supplies_fact:
             continue
         fact = fact_text(correction.text)
         if fact and fact not in facts.setdefault(correction.trajectory_id, []):

@@ -263,3 +263,19 @@ def test_feedback_words_and_failed_outcomes_are_corrections(engine) -> None:
     }
     groups = correction_groups(found)
     assert {(g.kind, len(g.members)) for g in groups} == {(FACT, 1), (INSTRUCTION, 1), (TOOL, 1)}
+
+
+def test_a_reported_policy_with_its_terms_supplies_a_fact(engine) -> None:
+    world(engine)
+    base = utcnow() - 30 * MINUTE
+    rec = Recorder()
+    t = trajectory("acme", base)
+    answer = rec.llm_call(t)
+    policy = "Business customers can pay by invoice within 30 days."
+    rewards = feedback(t, answer, thumbs="down", category="policy", correction=policy)
+    store(engine, [t], rec.events, rewards)
+
+    (found,) = corrections(engine, base - MINUTE)
+
+    assert found.kind is INSTRUCTION and found.category == "policy"
+    assert found.supplies_fact  # its terms are a fact a good answer states
