@@ -138,8 +138,11 @@ class Catalog:
     async def identity(self, api_key: str) -> ApiKeyIdentity | None:
         return await self._cached(("key", api_key), lambda: self.read(authenticate, api_key))
 
-    async def agents_of(self, tenant: str) -> list[str]:
+    async def agents_of(self, tenant: str, *, fresh: bool = False) -> list[str]:
+        """The agents `tenant` may use; `fresh` reads the registry now (and caches that)."""
         key = (Change.GRANTS.value, tenant)
+        if fresh:
+            self._expiring.pop(key, None)
         return await self._cached(key, lambda: self.read(tenant_agents, tenant))
 
     async def policy(self, tenant: str) -> TenantPolicy:

@@ -257,6 +257,10 @@ class Gateway:
         """404 for an agent that does not exist; 403 for one this key or tenant may not use."""
         granted = await self.catalog.agents_of(identity.tenant)
         if agent not in granted:
+            # A refusal is checked against the registry itself: a cached grant list is served
+            # while it refreshes, and an agent granted since must not be refused meanwhile.
+            granted = await self.catalog.agents_of(identity.tenant, fresh=True)
+        if agent not in granted:
             try:
                 await self.catalog.run(get_agent, agent)
             except NotFoundError:
