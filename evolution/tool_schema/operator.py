@@ -1,10 +1,11 @@
 """The tool-schema operator: learn what one parameter's values must look like, and say so.
 
 A TOOL_ARGUMENT cluster says the model keeps calling a tool with a value the tool refuses.
-With enough successful calls the operator learns the rule from their values
-(`evolution.tool_schema.successes`); with fewer, from what the tool's refusals and its
-description say (`evolution.tool_schema.refusals`): a break that refuses every call is when
-the fix matters most, and the tool usually says what it wants in each refusal. Either way
+The operator reads what the tool's refusals and its description say it wants
+(`evolution.tool_schema.refusals`): the tool's own words state the whole rule, and a break
+that refuses every call, when the fix matters most, leaves nothing else to learn from.
+When they say nothing a replay can prove, it learns the rule from the values of enough
+successful calls (`evolution.tool_schema.successes`). Either way
 the rule (an enum, a pattern, a format, a type) goes into the model-facing schema with
 examples and a description that states it; a parameter may be renamed for the model.
 
@@ -51,8 +52,9 @@ def propose_tool_schema(
 ) -> Candidate:
     """A candidate whose schema for the cluster's tool states what its parameter must be.
 
-    The rule is learned from the successful calls when at least `config.min_successes`
-    gave the parameter, else from the tool's refusals and description.
+    The rule is what the tool's refusals and description say, when they say one that
+    replay proves; else it is learned from the successful calls, when at least
+    `config.min_successes` gave the parameter.
 
     Raises:
         OperatorError: no recorded schema, or no rule that replay proves separates the
@@ -68,8 +70,14 @@ def propose_tool_schema(
         tool.offered_schema, dict(tool.override.argument_map), successes, failures
     )
     given = [c for c in successes if target.parameter in (c.arguments or {})]
-    learn = edit_from_successes if len(given) >= config.min_successes else edit_from_refusals
-    edit = learn(tool, target, successes, failures, before, config)
+    try:
+        # The tool's own words first: its refusals state the whole rule (every value of a
+        # closed set), where successes show only the values users happened to need.
+        edit = edit_from_refusals(tool, target, successes, failures, before, config)
+    except OperatorError:
+        if len(given) < config.min_successes:
+            raise
+        edit = edit_from_successes(tool, target, successes, failures, before, config)
     override = ToolOverride(
         description=appended(tool.description, edit.sentence)
         if edit.sentence

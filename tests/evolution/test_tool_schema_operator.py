@@ -129,13 +129,15 @@ def test_learns_the_order_id_pattern_and_proves_it_by_replay(engine) -> None:
     assert prop["pattern"] == r"^ORD-\d{6}$"
     assert all(is_valid(tool.parameters, {"order_id": v}) for v in good)
     assert [v for v in bad if is_valid(tool.parameters, {"order_id": v})] == ["ORD-999999"]
-    assert prop["examples"] == sorted(good)[:3]
+    # The tool's own example leads (its refusals state the rule); successes follow.
+    assert prop["examples"] == ["ORD-000000", *sorted(good)[:2]]
     assert prop["description"].startswith("The order to look up.")
     assert tool.description.startswith(LOOKUP_DESCRIPTION)
-    assert '"ORD-100000"' in tool.description and r"^ORD-\d{6}$" in tool.description
-    assert "expected like ORD-000000" in tool.description  # the tool's own words, as a hint
+    assert '"ORD-000000"' in tool.description and r"^ORD-\d{6}$" in tool.description
     assert tool.argument_map == {}
     evidence = candidate.evidence
+    assert evidence["rule_source"] == "refusals"
+    assert evidence["learned_from"] == "10 error messages and 12 successful calls"
     assert (evidence["successful_calls"], evidence["failing_calls"]) == (12, 10)
     assert (evidence["successes_valid_candidate"], evidence["failures_rejected_candidate"]) == (
         12,
@@ -205,6 +207,8 @@ def test_a_small_closed_set_becomes_an_enum(engine) -> None:
     assert "pattern" not in prop
     assert '`status` must be one of: "closed", "open", "pending".' in prop["description"]
     assert candidate.evidence["failures_rejected_candidate"] == 3
+    # The refusals say nothing of what the tool wants: the successes teach it.
+    assert candidate.evidence["rule_source"] == "successful calls"
 
 
 def test_dates_get_a_format_and_an_example(engine) -> None:
