@@ -10,9 +10,12 @@ non-retryable `ApplicationError`s whose `type` says what happened.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import httpx
 from pydantic import ValidationError
 from sqlalchemy.engine import Engine
 from temporalio import activity
@@ -37,6 +40,7 @@ from activities.models import (
 from activities.replay import ReplayGate
 from atdp import utcnow
 from evolution.analysis import analyse_window
+from evolution.corrections import CorrectionJudge, judge_with
 from evolution.decision import Action, DecisionRecord, decide
 from evolution.gates import GateResult, judge
 from evolution.memory.operator import propose_memory
@@ -177,8 +181,9 @@ class EvolutionActivities:
     @activity.defn
     def decide(self, request: DecideRequest) -> DecisionRecord:
         """Analyse the window and choose the action; the record goes to the registry and MLflow."""
-        with transaction(self.engine) as session:
-            stats = analyse_window(session, request.window)
+        with self._correction_judge(request.window.agent) as reader:
+            with transaction(self.engine) as session:
+                stats = analyse_window(session, request.window, judge=reader)
         decision = decide(stats, request.policy, force=request.force)
         with transaction(self.engine) as session:
             update_evolution(
@@ -192,6 +197,27 @@ class EvolutionActivities:
             self._track("log_decision", request.mlflow_run_id, decision.model_dump(mode="json"))
             self._track("log_params", request.mlflow_run_id, {"action": decision.action.value})
         return decision
+
+    @contextmanager
+    def _correction_judge(self, agent: str) -> Iterator[CorrectionJudge | None]:
+        """The agent's judge model through the gateway, under a key made for this analysis
+        and revoked after it; None when the agent has none (or no gateway is wired)."""
+        with transaction(self.engine) as session:
+            chosen = EvolutionSettings.of(get_agent(session, agent).settings).judge
+            if chosen is None or not self.gateway_url:
+                issued = None
+            else:
+                tenant = chosen.tenant or _tenant_of(session, chosen.agent)
+                issued = create_api_key(session, tenant, agents=[chosen.agent])
+        if issued is None:
+            yield None
+            return
+        try:
+            with httpx.Client(base_url=self.gateway_url, timeout=60) as http:
+                yield judge_with(_judge_completion(http, chosen.agent, issued.key))
+        finally:
+            with transaction(self.engine) as session:
+                revoke_api_key(session, issued.id)
 
     @activity.defn
     def build_candidate(self, request: CandidateRequest) -> Candidate:
@@ -513,6 +539,33 @@ def _evaluation_tenant(session: Any, request: CandidateRequest) -> str:
         if tenant in granted:
             return tenant
     raise _fatal("NoTenant", f"no tenant may use agent {request.agent}")
+
+
+def _tenant_of(session: Any, agent: str) -> str:
+    """A tenant that may use `agent`."""
+    for tenant in list_tenants(session):
+        if agent in tenant_agents(session, tenant.name):
+            return tenant.name
+    raise _fatal("NoTenant", f"no tenant may use the judge agent {agent}")
+
+
+def _judge_completion(http: httpx.Client, agent: str, key: str) -> Callable[[str], str]:
+    """prompt -> the judge agent's answer, asked through the gateway as evaluation traffic."""
+
+    def complete(prompt: str) -> str:
+        response = http.post(
+            "/chat/completions",
+            json={
+                "model": agent,
+                "messages": [{"role": "user", "content": prompt}],
+                "temperature": 0,
+            },
+            headers={"Authorization": f"Bearer {key}", "X-Evoplane-Traffic": "evaluation"},
+        )
+        response.raise_for_status()
+        return response.json()["choices"][0]["message"].get("content") or ""
+
+    return complete
 
 
 def _gateway_lm(gateway_url: str, agent: str, key: str):

@@ -23,6 +23,7 @@ from sqlmodel import Session
 
 from atdp import EventKind, OutcomeStatus, Reward, RewardSource, utcnow
 from evolution.corrections import (
+    CorrectionJudge,
     CorrectionKind,
     UserCorrection,
     category_kind,
@@ -129,9 +130,16 @@ _TOPIC_TERMS = 3
 
 
 def analyse_window(
-    session: Session, spec: WindowSpec, *, now: datetime | None = None
+    session: Session,
+    spec: WindowSpec,
+    *,
+    now: datetime | None = None,
+    judge: CorrectionJudge | None = None,
 ) -> WindowStats:
     """Measure the window `spec` names, from the registry, as of `now`.
+
+    `judge` reads users' corrections with a model (see `evolution.corrections.judge`);
+    without one they are read offline.
 
     Raises:
         registry.NotFoundError: the agent does not exist (a typo is not an empty window).
@@ -154,7 +162,7 @@ def analyse_window(
     tool_calls = _distinct_tool_calls(tool_call_records(session, window))
     corrected = _corrected_calls(session, rewards)
     corrections = read_corrections(
-        trajectories, recorded, offered, follow_up_turns(session, window)
+        trajectories, recorded, offered, follow_up_turns(session, window), judge=judge
     )
     success = _task_success(trajectories, rewards)
     cost = math.fsum(item.cost_usd for item in usage.values())

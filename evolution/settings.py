@@ -18,7 +18,7 @@ from evolution.replay.simulators import ToolSimulatorSpec
 from evolution.rl.settings import TrainingSettings
 from evolution.safety import SafetyCase
 
-__all__ = ["EvolutionSettings", "HarnessSettings"]
+__all__ = ["EvolutionSettings", "HarnessSettings", "JudgeSettings"]
 
 
 class HarnessSettings(BaseModel):
@@ -38,6 +38,23 @@ class HarnessSettings(BaseModel):
     samples: int | None = Field(None, ge=1, le=32)
 
 
+class JudgeSettings(BaseModel):
+    """A judge model that reads users' corrections (what kind, what about).
+
+    The judge is an agent of its own, registered like any other (its version names the
+    judge model's upstream), and is called through the gateway as evaluation traffic.
+
+    Args:
+        agent: the judge agent's name.
+        tenant: the tenant its calls are made as (default: one that may use it).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    agent: str = Field(min_length=1)
+    tenant: str | None = None
+
+
 class EvolutionSettings(BaseModel):
     """Args:
     gate: gate parameters (minimum samples, step weights and durations, confidence...).
@@ -47,6 +64,7 @@ class EvolutionSettings(BaseModel):
         tenant (see `evolution.replay.simulators`); without one the replay stops there.
     training: how weight evolutions train (`evolution.rl.settings`).
     harness: how the harness operator optimises (demos, candidate programs).
+    judge: a model that reads users' corrections; None reads them offline.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -57,6 +75,7 @@ class EvolutionSettings(BaseModel):
     tool_simulators: list[ToolSimulatorSpec] = Field(default_factory=list)
     training: TrainingSettings = Field(default_factory=TrainingSettings)
     harness: HarnessSettings = Field(default_factory=HarnessSettings)
+    judge: JudgeSettings | None = None
 
     @classmethod
     def of(cls, settings: dict[str, Any] | None) -> EvolutionSettings:

@@ -7,6 +7,13 @@ from evolution.corrections.classify import (
     specifics,
     tool_words,
 )
+from evolution.corrections.judge import (
+    JUDGE_PROMPT,
+    CorrectionJudge,
+    JudgeReading,
+    judge_with,
+    parse_reading,
+)
 from evolution.corrections.meaning import group_by_meaning, label
 from evolution.corrections.window import (
     CorrectionGroup,
@@ -17,14 +24,19 @@ from evolution.corrections.window import (
 )
 
 __all__ = [
+    "JUDGE_PROMPT",
     "CorrectionGroup",
+    "CorrectionJudge",
     "CorrectionKind",
+    "JudgeReading",
     "UserCorrection",
     "category_kind",
     "classify",
     "correction_groups",
     "group_by_meaning",
+    "judge_with",
     "label",
+    "parse_reading",
     "read_corrections",
     "specifics",
     "tool_words",

@@ -19,13 +19,14 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from sqlmodel import Session
 
 from atdp import Reward, RewardSource
-from evolution.corrections.classify import CorrectionKind, classify, specifics
+from evolution.corrections.classify import CorrectionKind, category_kind, classify, specifics
+from evolution.corrections.judge import CorrectionJudge
 from evolution.corrections.meaning import group_by_meaning, label
 from evolution.window import WindowSpec, trajectory_window
 from registry import (
@@ -76,6 +77,7 @@ class UserCorrection:
     at: datetime
     answer: uuid.UUID | None = None
     category: str | None = None
+    about: str | None = None  # what a judge model said it is about, in a few words
 
     @property
     def supplies_fact(self) -> bool:
@@ -98,7 +100,9 @@ class CorrectionGroup:
     members: list[UserCorrection]
 
 
-def window_corrections(session: Session, spec: WindowSpec) -> list[UserCorrection]:
+def window_corrections(
+    session: Session, spec: WindowSpec, *, judge: CorrectionJudge | None = None
+) -> list[UserCorrection]:
     """Every correction users gave in the window `spec` names, oldest first."""
     traffic = trajectory_window(spec)
     return read_corrections(
@@ -106,6 +110,7 @@ def window_corrections(session: Session, spec: WindowSpec) -> list[UserCorrectio
         window_rewards(session, traffic),
         offered_tools(session, traffic),
         follow_up_turns(session, traffic),
+        judge=judge,
     )
 
 
@@ -114,6 +119,8 @@ def read_corrections(
     rewards: Iterable[Reward],
     tools: Mapping[uuid.UUID, set[str]],
     turns: Sequence[UserTurn],
+    *,
+    judge: CorrectionJudge | None = None,
 ) -> list[UserCorrection]:
     """The corrections in a window's records, oldest first (`window_corrections` reads
     them from the registry; the window analysis passes what it has read already).
@@ -121,6 +128,8 @@ def read_corrections(
     Args:
         tools: per trajectory, the tools its llm calls offered.
         turns: the window's follow-up user turns.
+        judge: a judge model's reading, where the agent has one: it decides the kind
+            (a category the user picked still comes first) and what to group by.
     """
     by_id = {t.id: t for t in trajectories}
     rewards = list(rewards)
@@ -128,7 +137,20 @@ def read_corrections(
         *_feedback_corrections(rewards, by_id, tools),
         *_turn_corrections(turns, rewards, by_id, tools),
     ]
-    return _unique(sorted(found, key=lambda c: (c.at, c.source)))
+    unique = _unique(sorted(found, key=lambda c: (c.at, c.source)))
+    return _judged_corrections(unique, judge) if judge is not None else unique
+
+
+def _judged_corrections(
+    corrections: list[UserCorrection], judge: CorrectionJudge
+) -> list[UserCorrection]:
+    readings = judge([c.text for c in corrections])
+    return [
+        replace(c, kind=category_kind(c.category) or reading.kind, about=reading.about or None)
+        if reading is not None
+        else c
+        for c, reading in zip(corrections, readings, strict=True)
+    ]
 
 
 def correction_groups(corrections: Sequence[UserCorrection]) -> list[CorrectionGroup]:
@@ -137,13 +159,18 @@ def correction_groups(corrections: Sequence[UserCorrection]) -> list[CorrectionG
     for kind in CorrectionKind:
         of_kind = [c for c in corrections if c.kind is kind][-MAX_GROUPED:]
         seen: dict[str, int] = defaultdict(int)
-        for members in group_by_meaning(of_kind, lambda c: c.text):
-            key = label([c.text for c in members])
+        for members in group_by_meaning(of_kind, _meaning):
+            key = label([_meaning(c) for c in members])
             seen[key] += 1
             key = key if seen[key] == 1 else f"{key} #{seen[key]}"
             groups.append(CorrectionGroup(kind, key, members))
     groups.sort(key=lambda g: -len({c.trajectory_id for c in g.members}))
     return groups
+
+
+def _meaning(correction: UserCorrection) -> str:
+    """What a correction is grouped by: the judge's words for it, else its own."""
+    return correction.about or correction.text
 
 
 # --- where corrections come from -----------------------------------------------------------
