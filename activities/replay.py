@@ -31,6 +31,7 @@ from atdp import ModelRef
 from evolution.gates import GateConfig, GateResult, Verdict, judge_replay
 from evolution.memory import MemoryIndex
 from evolution.replay import (
+    SERVED_TOOLS,
     RecordedOutcome,
     RequiredFacts,
     Serve,
@@ -51,7 +52,7 @@ from proxy.engines.local import LocalEngine
 from proxy.engines.openai_compat import OpenAICompatEngine
 from proxy.engines.sglang import SGLangEngine
 from proxy.governance import Redactor
-from proxy.overlays import apply_overlays, restore_response
+from proxy.overlays import apply_overlays, restore_response, served_tools
 from registry import AgentVersion, get_agent, get_memory_items, get_version, transaction
 
 __all__ = ["ReplayGate"]
@@ -225,7 +226,7 @@ class ReplayGate:
             response = await upstream.complete(
                 overlaid.body, model=overlaid.model, timeout=self.timeout
             )
-            return restore_response(response, overlaid)
+            return {**restore_response(response, overlaid), SERVED_TOOLS: served_tools(overlaid)}
 
         return serve
 

@@ -22,6 +22,7 @@ __all__ = [
     "Overlaid",
     "apply_overlays",
     "restore_response",
+    "served_tools",
 ]
 
 MEMORY_BLOCK_START = "<evoplane-memory>"
@@ -205,6 +206,26 @@ def _cap_tokens(body: dict, cap: int | None) -> None:
             body[key] = min(int(body[key]), cap)
             return
     body["max_tokens"] = cap
+
+
+def served_tools(overlaid: Overlaid) -> list[dict]:
+    """The tools as the version presented them to the model, in the agent's argument names:
+    what a call the agent receives back must satisfy (a version may describe, constrain or
+    rename a tool's parameters; an argument map takes a rename back to the agent's name)."""
+    return [_agent_named(tool, overlaid.argument_maps) for tool in overlaid.body.get("tools") or []]
+
+
+def _agent_named(tool: dict, maps: dict[str, dict[str, str]]) -> dict:
+    function = tool.get("function") or {}
+    mapping = maps.get(function.get("name") or "")
+    schema = function.get("parameters")
+    if not mapping or not isinstance(schema, dict):
+        return tool
+    properties = {mapping.get(k, k): v for k, v in (schema.get("properties") or {}).items()}
+    renamed = {**schema, "properties": properties}
+    if "required" in schema:
+        renamed["required"] = [mapping.get(name, name) for name in schema["required"]]
+    return {**tool, "function": {**function, "parameters": renamed}}
 
 
 def restore_response(response: dict, overlaid: Overlaid) -> dict:

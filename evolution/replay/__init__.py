@@ -17,6 +17,7 @@ from atdp import Event
 from evolution.gates import ReplayCase
 from evolution.replay.engine import (
     EVALUATION_HEADERS,
+    SERVED_TOOLS,
     ReplayedTrajectory,
     ReplayMode,
     ReplayStep,
@@ -53,6 +54,7 @@ from evolution.replay.simulators import (
 
 __all__ = [
     "EVALUATION_HEADERS",
+    "SERVED_TOOLS",
     "LLMJudge",
     "RecordedOutcome",
     "RecordedTrajectory",

@@ -51,6 +51,7 @@ from atdp import (
 
 __all__ = [
     "EVALUATION_HEADERS",
+    "SERVED_TOOLS",
     "ReplayMode",
     "ReplayStep",
     "ReplayedTrajectory",
@@ -71,6 +72,10 @@ ReplayMode: TypeAlias = Literal["deterministic", "approximate"]
 
 # What a `serve` for replay must send so the gateway records the call as evaluation traffic.
 EVALUATION_HEADERS = {"X-Evoplane-Traffic": "evaluation"}
+# Where a `serve` may put, in the response it returns, the tools as the version presented
+# them (in the agent's argument names): scorers judge a call against them, since a version
+# may rename a parameter the agent's own stale schema still spells the old way.
+SERVED_TOOLS = "x_evoplane_served_tools"
 
 _DECODING = ("temperature", "top_p", "max_tokens", "seed", "n", "stop")
 # Events that are recorded inputs from outside the agent: replay reuses them as recorded, so

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from atdp import Event, ToolCall
 from evolution.memory.distil import states_fact
-from evolution.replay.engine import ReplayedTrajectory, ReplayStep, action_of
+from evolution.replay.engine import SERVED_TOOLS, ReplayedTrajectory, ReplayStep, action_of
 
 __all__ = [
     "LLMJudge",
@@ -105,8 +105,8 @@ class RecordedOutcome:
 class ToolCallsValid:
     """1.0 when every new tool call names an offered tool with schema-valid JSON arguments.
 
-    The schema is the one the agent offered in that step's request (Draft 2020-12), since
-    the response `serve` returns is in the agent's names.
+    The schema is the one the version presented (`SERVED_TOOLS` in the response, in the
+    agent's names), else the one the agent offered in that step's request (Draft 2020-12).
     """
 
     name = "tool_calls_valid"
@@ -125,7 +125,8 @@ class ToolCallsValid:
 
 
 def _offered(step: ReplayStep) -> dict[str, dict[str, Any] | None]:
-    tools = [tool.get("function") or {} for tool in step.request.get("tools") or []]
+    served = step.response.get(SERVED_TOOLS) or step.request.get("tools") or []
+    tools = [tool.get("function") or {} for tool in served]
     return {function.get("name"): function.get("parameters") for function in tools}
 
 

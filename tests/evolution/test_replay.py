@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from atdp import ChatMessage, DecodingParams, Event, EventKind, Observation, ReplayInfo, ToolCall
 from evolution.gates import GateConfig, Verdict, judge_replay
 from evolution.replay import (
+    SERVED_TOOLS,
     LLMJudge,
     RecordedOutcome,
     RecordedTrajectory,
@@ -272,6 +273,36 @@ async def test_tool_calls_valid_fails_a_tool_that_was_not_offered():
 
     replayed = await replay_trajectory(events, calls_unoffered, mode="deterministic")
     assert await ToolCallsValid().score(replayed, events, ScoringContext()) == 0.0
+
+
+async def test_tool_calls_valid_judges_against_the_tools_the_version_presented():
+    """A version that renames a parameter the agent's own schema still spells the old way
+    (the tool now wants the new name) is judged by what it showed the model."""
+    events = await order_then_question()
+    renamed = {
+        "type": "function",
+        "function": {
+            "name": "lookup_order",
+            "parameters": {
+                "type": "object",
+                "properties": {"order_ref": {"type": "string"}},
+                "required": ["order_ref"],
+            },
+        },
+    }
+
+    async def calls_with_the_new_name(body):
+        call = {"id": "c", "type": "function", "function": {"name": "lookup_order"}}
+        call["function"]["arguments"] = json.dumps({"order_ref": "A-1"})
+        message = {"role": "assistant", "tool_calls": [call]}
+        return {"choices": [{"message": message}], SERVED_TOOLS: [renamed]}
+
+    replayed = await replay_trajectory(events, calls_with_the_new_name, mode="deterministic")
+    assert await ToolCallsValid().score(replayed, events, ScoringContext()) == 1.0
+    without = [s.model_copy(update={"response": {"choices": s.response["choices"]}})
+               for s in replayed.steps]  # fmt: skip
+    stale = replayed.model_copy(update={"steps": without})
+    assert await ToolCallsValid().score(stale, events, ScoringContext()) == 0.0
 
 
 def failing_lookup(name: str, arguments: str) -> str:

@@ -20,7 +20,7 @@ from atdp import (
 from evolution.replay import request_body
 from evolution.rl.rewards import ToolCallReward
 from evolution.rl.samples import recorded_prompts
-from proxy.overlays import MEMORY_BLOCK_START
+from proxy.overlays import MEMORY_BLOCK_START, apply_overlays, served_tools
 from registry import Alias, MemoryKind, add_memory_item, register_version, set_alias, transaction
 from tests.proxy.test_gateway_sdk import LOOKUP, client, stored
 
@@ -372,3 +372,40 @@ def test_a_training_prompt_keeps_what_the_agents_tools_accept(live, upstream) ->
 
     assert scored({"order_id": "A-17"}) == scored({"id": "A-17"}) == 1.0
     assert scored({"ref": "A-17"}) == 0.0
+
+
+def test_served_tools_are_the_versions_view_in_the_agents_names() -> None:
+    """What a call the agent receives back must satisfy: a rename with an argument map is
+    back under the agent's name; one without (the tool wants the new name) keeps it."""
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "book",
+            "parameters": {
+                "type": "object",
+                "properties": {"patient": {"type": "string"}, "day": {"type": "string"}},
+                "required": ["patient"],
+            },
+        },
+    }
+    shown = {
+        "type": "object",
+        "properties": {"patient_number": {"type": "string", "pattern": "^\\\\d+$"}},
+        "required": ["patient_number"],
+    }
+
+    def served(argument_map: dict) -> dict:
+        spec = VersionSpec(
+            model=ModelRef(engine="openai", base_url="http://up/v1", model="m"),
+            tools=ToolSchemaOverlay(
+                tools={"book": ToolOverride(parameters=shown, argument_map=argument_map)}
+            ),
+        )
+        overlaid = apply_overlays({"messages": [], "tools": [tool]}, spec)
+        (presented,) = served_tools(overlaid)
+        return presented["function"]["parameters"]
+
+    mapped = served({"patient_number": "patient"})
+    assert list(mapped["properties"]) == ["patient"] and mapped["required"] == ["patient"]
+    assert mapped["properties"]["patient"]["pattern"] == "^\\\\d+$"
+    assert served({}) == shown
