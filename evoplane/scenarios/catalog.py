@@ -186,10 +186,11 @@ SCENARIOS: tuple[Scenario, ...] = (
     ),
     Scenario(
         "similar_tools",
-        "a refactor describes the password and authenticator resets alike; the model mixes them up",
+        "a refactor describes the password and authenticator resets alike; the model mostly "
+        "resets the password, listed first",
         lambda: helpdesk(vague_tools=True),
-        (Load("password", 0.3), Load("authenticator", 0.3), *_HELPDESK_BASE),
-        (Expect(("harness", "tool_schema"), True, ("password", "authenticator")),),
+        (Load("authenticator", 0.5), Load("password", 0.15), *_HELPDESK_BASE),
+        (Expect(("harness", "tool_schema"), True, ("authenticator",)),),
         **_helpdesk(),
     ),
     # --- instructions ----------------------------------------------------------------------
@@ -220,7 +221,9 @@ SCENARIOS: tuple[Scenario, ...] = (
         lambda: travel(),
         (Load("checkin", 0.3), Load("baggage", 0.3), Load("search", 0.2), Load("booking", 0.2)),
         (Expect(("rollback",), True, ("checkin", "baggage")),),
-        sessions=45,
+        # The regression check needs 30 rewards on each side of the hot-fix; travellers rate
+        # most good answers and every bad one, so 60 sessions give 40 to 50.
+        sessions=60,
         plan="hotfix",
         change=_terse,
         **_travel(),

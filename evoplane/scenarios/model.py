@@ -8,7 +8,7 @@ context holds:
 - a tool argument is written in the format the tool's schema or description asks for (an
   `enum`, a `pattern`, a `format`, an example); otherwise in its habit;
 - of two similar tools it picks the right one only when a description or an instruction
-  tells them apart; otherwise either;
+  tells them apart; otherwise mostly the one listed first;
 - an instruction it finds in its instructions (however worded) is followed;
 - it never refuses (nothing told it to), and a share of its answers is wrong at random.
 
@@ -34,6 +34,7 @@ _EXAMPLE = re.compile(
     r"\s*:?\s*[\"'`(]?([A-Za-z0-9][A-Za-z0-9_./:-]{1,30}[A-Za-z0-9])"
 )
 _TEMPLATE = re.compile(r"\b[YMDH]{2,4}(?:[-./][YMDH]{2,4})+\b")
+_FIRST_LISTED = 0.8
 
 
 class ScriptedModel:
@@ -139,7 +140,9 @@ class ScriptedModel:
             return rng.choice(sorted(name for name in offered if name != right))
         if not siblings or _told_apart(task, right, offered, told):
             return right
-        return rng.choice([right, *siblings])
+        # Between tools it cannot tell apart, a model mostly takes the one listed first.
+        alike = [name for name in offered if name == right or name in siblings]
+        return alike[0] if rng.random() < _FIRST_LISTED else rng.choice(alike)
 
     def _arguments(self, tool: dict, task: Task, *, sloppy: bool) -> dict[str, Any]:
         parameters = tool.get("parameters") or {}
