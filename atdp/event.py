@@ -68,6 +68,16 @@ class ToolCall(ATDPModel):
     name: Name
     arguments: Text = Field(description="The arguments exactly as emitted (usually JSON text).")
 
+    @classmethod
+    def from_openai(cls, call: dict[str, Any]) -> ToolCall:
+        """A chat-completions tool call (`{"id", "function": {"name", "arguments"}}`)."""
+        function = call.get("function") or {}
+        return cls(
+            id=call.get("id") or "",
+            name=function.get("name") or "unknown",
+            arguments=function.get("arguments") or "",
+        )
+
 
 # The key of an llm_call's `observation.data` under which the gateway records how to undo the
 # version's overlays (`proxy.overlays.Overlaid.undo`): the agent's own first message and
@@ -115,14 +125,7 @@ class ChatMessage(ATDPModel):
     @classmethod
     def from_openai(cls, message: dict[str, Any]) -> ChatMessage:
         """A chat-completions message (tool calls under `function`) as an ATDP message."""
-        calls = [
-            ToolCall(
-                id=call.get("id") or "",
-                name=(call.get("function") or {}).get("name") or "unknown",
-                arguments=(call.get("function") or {}).get("arguments") or "",
-            )
-            for call in message.get("tool_calls") or []
-        ]
+        calls = [ToolCall.from_openai(call) for call in message.get("tool_calls") or []]
         fields = {
             k: message[k] for k in ("role", "content", "name", "tool_call_id") if k in message
         }

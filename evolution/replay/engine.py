@@ -248,14 +248,7 @@ def action_of(response: dict[str, Any]) -> MessageAction:
     content = message.get("content")
     return MessageAction(
         content=content if isinstance(content, str) else None,
-        tool_calls=[
-            ToolCall(
-                id=call.get("id") or "",
-                name=(call.get("function") or {}).get("name") or "unknown",
-                arguments=(call.get("function") or {}).get("arguments") or "",
-            )
-            for call in message.get("tool_calls") or []
-        ],
+        tool_calls=[ToolCall.from_openai(call) for call in message.get("tool_calls") or []],
         finish_reason=choice.get("finish_reason"),
     )
 
