@@ -12,7 +12,15 @@ import re
 from typing import Any
 
 from evoplane.scenarios.world import Fact, Instruction, Slot, Task, TaskKind, Tool, World
-from evoplane.scenarios.worlds.common import date_slot, object_schema, ok, refused, string, words
+from evoplane.scenarios.worlds.common import (
+    date_slot,
+    object_schema,
+    ok,
+    question,
+    refused,
+    string,
+    words,
+)
 
 __all__ = ["GERMAN", "TENANTS", "clinic"]
 
@@ -193,8 +201,8 @@ def _kinds() -> list[TaskKind]:
     return [
         TaskKind("book", _book_task),
         TaskKind("cancel_visit", _cancel_task),
-        TaskKind("fasting", _question("fasting", _FASTING_QUESTIONS)),
-        TaskKind("cancel", _question("cancel", _CANCEL_QUESTIONS)),
+        TaskKind("fasting", question("fasting", _FASTING_QUESTIONS)),
+        TaskKind("cancel", question("cancel", _CANCEL_QUESTIONS)),
     ]
 
 
@@ -229,10 +237,3 @@ _FASTING_QUESTIONS = (
     "Muss ich für die Blutabnahme nüchtern sein?",
 )
 _CANCEL_QUESTIONS = ("Until when can I cancel for free?", "Is there a fee if I cancel?")
-
-
-def _question(fact: str, questions: tuple[str, ...]):
-    def make(rng: random.Random, tenant: str) -> Task:
-        return Task(fact, rng.choice(questions), fact=fact)
-
-    return make

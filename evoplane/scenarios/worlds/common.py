@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping
+import random
+from collections.abc import Callable, Sequence
 from datetime import date
 from typing import Any
 
-from evoplane.scenarios.world import Slot, ToolResult
+from evoplane.scenarios.world import Slot, Task, ToolResult
 
-__all__ = ["date_slot", "object_schema", "ok", "refused", "string", "words"]
+__all__ = ["date_slot", "object_schema", "ok", "question", "refused", "string", "words"]
 
 _MONTHS = (
     "January February March April May June July August September October November December"
@@ -61,10 +61,10 @@ def refused(body: Any) -> ToolResult:
     return ToolResult(False, body)
 
 
-def plain(slots: Mapping[str, str]) -> Callable[[str], str]:
-    """A closed-set slot's canonical value written as itself."""
-    return lambda value: value
+def question(fact: str, questions: Sequence[str]) -> Callable[[random.Random, str], Task]:
+    """A task kind: asking about `fact` in one of these wordings."""
 
+    def make(rng: random.Random, tenant: str) -> Task:
+        return Task(fact, rng.choice(list(questions)), fact=fact)
 
-def sentence_with(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.IGNORECASE)
+    return make

@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from evoplane.scenarios.world import Fact, Slot, Task, TaskKind, Tool, ToolResult, World
-from evoplane.scenarios.worlds.common import object_schema, ok, refused, string
+from evoplane.scenarios.worlds.common import object_schema, ok, question, refused, string
 
 __all__ = ["TENANTS", "helpdesk"]
 
@@ -181,9 +181,9 @@ def _kinds() -> list[TaskKind]:
         TaskKind("password", _sign_in("reset_login", _PASSWORD_REQUESTS, _PASSWORD_CUE)),
         TaskKind("authenticator", _sign_in("reset_access", _ACCESS_REQUESTS, _AUTHENTICATOR_CUE)),
         TaskKind("ticket", _ticket_task),
-        TaskKind("hours", _question("hours", ("When is the helpdesk staffed?",))),
-        TaskKind("vpn", _question("vpn", _VPN_QUESTIONS)),
-        TaskKind("rotation", _question("rotation", _ROTATION_QUESTIONS)),
+        TaskKind("hours", question("hours", ("When is the helpdesk staffed?",))),
+        TaskKind("vpn", question("vpn", _VPN_QUESTIONS)),
+        TaskKind("rotation", question("rotation", _ROTATION_QUESTIONS)),
     ]
 
 
@@ -241,10 +241,3 @@ _ROTATION_QUESTIONS = (
     "How often do I have to change my password?",
     "When does my password expire?",
 )
-
-
-def _question(fact: str, questions: tuple[str, ...]):
-    def make(rng: random.Random, tenant: str) -> Task:
-        return Task(fact, rng.choice(questions), fact=fact)
-
-    return make

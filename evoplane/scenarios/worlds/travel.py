@@ -18,6 +18,7 @@ from evoplane.scenarios.worlds.common import (
     mentions_date,
     object_schema,
     ok,
+    question,
     refused,
     string,
     words,
@@ -230,8 +231,8 @@ def _kinds() -> list[TaskKind]:
         TaskKind("search", _search_task),
         TaskKind("cabin", _cabin_task),
         TaskKind("booking", _booking_task),
-        TaskKind("baggage", _question("baggage", _BAGGAGE_QUESTIONS)),
-        TaskKind("checkin", _question("checkin", _CHECKIN_QUESTIONS)),
+        TaskKind("baggage", question("baggage", _BAGGAGE_QUESTIONS)),
+        TaskKind("checkin", question("checkin", _CHECKIN_QUESTIONS)),
     ]
 
 
@@ -285,10 +286,3 @@ _CHECKIN_QUESTIONS = (
     "How late can I check in online?",
     "Until when can I do the check-in?",
 )
-
-
-def _question(fact: str, questions: tuple[str, ...]):
-    def make(rng: random.Random, tenant: str) -> Task:
-        return Task(fact, rng.choice(questions), fact=fact)
-
-    return make
