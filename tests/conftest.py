@@ -130,6 +130,22 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+@pytest.fixture
+def stack_settings(tmp_path, temporal_env, mlflow_uri, postgres_schema, monkeypatch) -> Settings:
+    """Settings for `evoplane up`'s processes on the shared Temporal and MLflow servers, a
+    PostgreSQL schema of the test's own and free ports (the demo and scenario tests)."""
+    for variable in ("EVOPLANE_LOCAL_THREADS", "TOKENIZERS_PARALLELISM"):
+        monkeypatch.delenv(variable, raising=False)
+    return Settings(
+        data_dir=tmp_path / "data",
+        database_url=postgres_schema_url(postgres_schema),
+        temporal_address=temporal_env.client.service_client.config.target_host,
+        mlflow_uri=mlflow_uri,
+        gateway_port=free_port(),
+        api_port=free_port(),
+    )
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     """Skip `gpu` tests where CUDA is absent; they run wherever a GPU is."""
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]

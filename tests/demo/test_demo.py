@@ -19,25 +19,10 @@ from evoplane.demo.report import facts
 from evoplane.demo.runner import SMALL, DemoResult, run_demo
 from evoplane.demo.stack import stack
 from evoplane.settings import Settings
-from tests.conftest import free_port, postgres_schema_url
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow, pytest.mark.timeout(420)]
 
 ROUNDS = ["memory", "tool_schema", "gate", "rollback"]
-
-
-@pytest.fixture
-def settings(tmp_path, temporal_env, mlflow_uri, postgres_schema, monkeypatch) -> Settings:
-    for variable in ("EVOPLANE_LOCAL_THREADS", "TOKENIZERS_PARALLELISM"):
-        monkeypatch.delenv(variable, raising=False)
-    return Settings(
-        data_dir=tmp_path / "data",
-        database_url=postgres_schema_url(postgres_schema),
-        temporal_address=temporal_env.client.service_client.config.target_host,
-        mlflow_uri=mlflow_uri,
-        gateway_port=free_port(),
-        api_port=free_port(),
-    )
 
 
 def play(settings: Settings) -> DemoResult:
@@ -46,8 +31,8 @@ def play(settings: Settings) -> DemoResult:
         return run_demo(endpoints, by_name(ROUNDS), scale=SMALL, seed=7, agent="demo-bot")
 
 
-async def test_a_short_demo_shows_every_claim_on_the_real_stack(settings: Settings) -> None:
-    result = await asyncio.to_thread(play, settings)
+async def test_a_short_demo_shows_every_claim_on_the_real_stack(stack_settings: Settings) -> None:
+    result = await asyncio.to_thread(play, stack_settings)
     rows = {row.round: [r for r in result.rows if r.round == row.round] for row in result.rows}
     unshown = [f"{f.claim}: {f.detail}" for f in facts(result.rows) if not f.shown]
     assert not unshown, "\n".join(unshown)
@@ -75,6 +60,7 @@ async def test_a_short_demo_shows_every_claim_on_the_real_stack(settings: Settin
         assert row.temporal_url and row.evolution_id in row.temporal_url
         run_id = row.mlflow_url.rsplit("/", 1)[-1]
         found = httpx.get(
-            f"{settings.tracking_uri}/api/2.0/mlflow/artifacts/list", params={"run_id": run_id}
+            f"{stack_settings.tracking_uri}/api/2.0/mlflow/artifacts/list",
+            params={"run_id": run_id},
         ).json()
         assert "decision.json" in {item["path"] for item in found.get("files", [])}

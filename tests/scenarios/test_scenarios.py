@@ -18,23 +18,8 @@ from evoplane.demo.stack import stack
 from evoplane.scenarios.catalog import CI_SUBSET, by_name
 from evoplane.scenarios.runner import ScenarioResult, run_scenarios
 from evoplane.settings import Settings
-from tests.conftest import free_port, postgres_schema_url
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow, pytest.mark.timeout(480)]
-
-
-@pytest.fixture
-def settings(tmp_path, temporal_env, mlflow_uri, postgres_schema, monkeypatch) -> Settings:
-    for variable in ("EVOPLANE_LOCAL_THREADS", "TOKENIZERS_PARALLELISM"):
-        monkeypatch.delenv(variable, raising=False)
-    return Settings(
-        data_dir=tmp_path / "data",
-        database_url=postgres_schema_url(postgres_schema),
-        temporal_address=temporal_env.client.service_client.config.target_host,
-        mlflow_uri=mlflow_uri,
-        gateway_port=free_port(),
-        api_port=free_port(),
-    )
 
 
 def play(settings: Settings) -> list[ScenarioResult]:
@@ -46,8 +31,10 @@ def play(settings: Settings) -> list[ScenarioResult]:
         return run_scenarios(endpoints, by_name(list(CI_SUBSET)), settings_env=env, seed=3)
 
 
-async def test_the_ci_subset_of_scenarios_passes_on_the_real_stack(settings: Settings) -> None:
-    results = await asyncio.to_thread(play, settings)
+async def test_the_ci_subset_of_scenarios_passes_on_the_real_stack(
+    stack_settings: Settings,
+) -> None:
+    results = await asyncio.to_thread(play, stack_settings)
 
     assert [r.name for r in results] == list(CI_SUBSET)
     failed = [f"{r.name}: {r.why}" for r in results if not r.passed]
