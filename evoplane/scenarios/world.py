@@ -204,15 +204,15 @@ class World:
     wanted: dict[str, Instruction]
     kinds: dict[str, TaskKind]
     confusable: tuple[frozenset[str], ...] = ()
-    memory: dict[str, Task] = field(default_factory=dict)
+    said: dict[str, Task] = field(default_factory=dict)  # what each text users wrote means
 
     def remember(self, task: Task) -> Task:
         """The model understands what users write: the world records each task's text."""
-        self.memory[_key(task.text)] = task
+        self.said[_key(task.text)] = task
         return task
 
     def understand(self, text: str) -> Task | None:
-        return self.memory.get(_key(text))
+        return self.said.get(_key(text))
 
     def tool_specs(self, names: Sequence[str] | None = None) -> list[dict[str, Any]]:
         return [tool.spec() for name, tool in self.tools.items() if names is None or name in names]
