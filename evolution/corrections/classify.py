@@ -22,6 +22,8 @@ import re
 from collections.abc import Collection
 from enum import StrEnum
 
+from evolution.corrections.words import content_words
+
 __all__ = ["CorrectionKind", "category_kind", "classify", "specifics", "tool_words"]
 
 
@@ -155,7 +157,9 @@ def _from_text(text: str, tools: Collection[str]) -> CorrectionKind:
         return CorrectionKind.TOOL_USE
     if text.rstrip().endswith("?") or _PERSONAL.search(text) or _DEICTIC.match(text):
         return CorrectionKind.OTHER
-    return CorrectionKind.MISSING_FACT if len(_WORD.findall(text)) >= 3 else CorrectionKind.OTHER
+    # A general statement states a fact when it says something: two words that mean anything
+    # ("Passwords never expire"), not "Nope, that is not it".
+    return CorrectionKind.MISSING_FACT if len(content_words(text)) >= 2 else CorrectionKind.OTHER
 
 
 def _requests(text: str) -> bool:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TypeVar
@@ -21,6 +20,7 @@ from typing import TypeVar
 import numpy as np
 
 from evolution.corrections.classify import specifics
+from evolution.corrections.words import STOPWORDS, WORD, content_words, folded, stem
 
 __all__ = ["JOIN_SIMILARITY", "SAME_VALUES", "group_by_meaning", "label", "terms"]
 
@@ -32,30 +32,6 @@ T = TypeVar("T")
 JOIN_SIMILARITY = 0.1
 # The similarity of two texts that assert the same values.
 SAME_VALUES = 0.5
-_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
-_STOPWORDS = frozenset(
-    """a about after again all also am an and any are as at back be because been before
-    being but by can can't could did didn't do does doesn't don't for from get got had has
-    have having he her here him his how i i'd i'm if in into is isn't it it's its just know
-    let like me more my need needs next no not now of off ok okay on once one only or other
-    our out over please right same say she should so some still such than thank thanks that
-    that's the their them then there these they thing this those time to too told try up us
-    very was way we were what when where which while who why will with would yes yet you
-    your you're answer answers reply replies response said tell want wanted wrong correct
-    actually always never sure hi hello hey hmm
-    aber alle als am an auch auf aus bei bin bis bitte da das dass dem den der des die doch
-    du ein eine einen einer es für hat haben ich ihr im immer in ist ja kann mein meine mich
-    mir mit muss nach nicht nein noch nur oder schon sie sind so um und uns von vor war was
-    wie wir wird zu zum zur über
-    au aux avec ce ces cette dans de des du elle en est et il ils je la le les leur mais me
-    mes moi mon ne non nous on ou par pas plus pour qu que qui sa se ses son sur ta te toi ton
-    tu un une vous votre s'il plaît toujours jamais
-    al con de del el en es esta este la las lo los me mi no para pero por que se si su un una
-    y yo siempre nunca favor
-    pouvez pourriez peux pouvoir können könnten kannst puede puedes podria podrías potresti
-    dis dites""".split()
-)
-_SUFFIXES = ("ing", "ed", "es", "s")
 # Verbs that frame a request ("please *mention* the X", "*sagen* Sie X"): two requests that
 # share only their frame ask for different things, so a frame word weighs a quarter.
 _FRAMES = frozenset(
@@ -73,23 +49,7 @@ _FRAME_WEIGHT = 0.25
 
 def terms(text: str) -> Counter[str]:
     """The content terms of `text` with their counts, values included whole."""
-    found: Counter[str] = Counter(specifics(text))
-    for word in _WORD.findall(_folded(text)):
-        if len(word) > 2 and word not in _STOPWORDS:
-            found[_stem(word)] += 1
-    return found
-
-
-def _folded(text: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", text.lower())
-    return "".join(char for char in decomposed if not unicodedata.combining(char))
-
-
-def _stem(word: str) -> str:
-    for suffix in _SUFFIXES:
-        if len(word) > len(suffix) + 3 and word.endswith(suffix):
-            return word[: -len(suffix)]
-    return word
+    return Counter(specifics(text)) + Counter(content_words(text))
 
 
 def group_by_meaning(items: Sequence[T], text: Callable[[T], str]) -> list[list[T]]:
@@ -152,14 +112,14 @@ def label(texts: Sequence[str], size: int = 3) -> str:
     written: dict[str, Counter[str]] = {}
     for text in texts:
         seen = set()
-        for word in _WORD.findall(_folded(_without_values(text))):
-            if len(word) > 2 and word not in _STOPWORDS:
-                stem = _stem(word)
-                written.setdefault(stem, Counter())[word] += 1
-                seen.add(stem)
+        for word in WORD.findall(folded(_without_values(text))):
+            if len(word) > 2 and word not in STOPWORDS:
+                root = stem(word)
+                written.setdefault(root, Counter())[word] += 1
+                seen.add(root)
         spread.update(seen)
     top = sorted(spread.items(), key=lambda pair: (-pair[1], pair[0]))[:size]
-    words = [written[stem].most_common(1)[0][0] for stem, _ in top]
+    words = [written[root].most_common(1)[0][0] for root, _ in top]
     return " ".join(sorted(words)) or "unspecified"
 
 
@@ -169,4 +129,4 @@ def _without_values(text: str) -> str:
     return text
 
 
-_FRAME_STEMS = frozenset(_stem(_folded(word)) for word in _FRAMES)
+_FRAME_STEMS = frozenset(stem(folded(word)) for word in _FRAMES)

@@ -27,7 +27,7 @@ from sqlmodel import Session
 from atdp import Reward, RewardSource
 from evolution.corrections.classify import CorrectionKind, category_kind, classify, specifics
 from evolution.corrections.judge import CorrectionJudge
-from evolution.corrections.meaning import group_by_meaning, label
+from evolution.corrections.meaning import group_by_meaning, label, terms
 from evolution.window import WindowSpec, trajectory_window
 from registry import (
     UserTurn,
@@ -234,19 +234,42 @@ def _turn_corrections(
     tools: Mapping[uuid.UUID, set[str]],
 ) -> list[UserCorrection]:
     """The user's next message after each answer judged wrong (the first reply to it; later
-    replies move on)."""
+    replies move on). A reply that says only that the answer was wrong ("No.", "Nope,
+    that's not it") is read with the user's next message, where the correction follows."""
     wrong_answers, wrong_trajectories = _judged(rewards, trajectories)
+    following = _following(turns)
     found: dict[uuid.UUID, UserCorrection] = {}
     for turn in turns:
         trajectory = trajectories.get(turn.trajectory_id)
         if trajectory is None or not turn.text or turn.parent_id in found:
             continue
         if turn.parent_id in wrong_answers or turn.trajectory_id in wrong_trajectories:
+            text = turn.text
+            later = following.get(turn.event_id)
+            if later is not None and later.text and _says_only_wrong(text):
+                text = f"{text} {later.text}"
             found[turn.parent_id] = _correction(
-                turn.text, trajectory, tools, str(turn.event_id), turn.created_at,
+                text, trajectory, tools, str(turn.event_id), turn.created_at,
                 answer=turn.parent_id,
             )  # fmt: skip
     return list(found.values())
+
+
+def _following(turns: Sequence[UserTurn]) -> dict[uuid.UUID, UserTurn]:
+    """Each turn's next turn in the same trajectory (turns come oldest first)."""
+    last: dict[uuid.UUID, UserTurn] = {}
+    after: dict[uuid.UUID, UserTurn] = {}
+    for turn in turns:
+        previous = last.get(turn.trajectory_id)
+        if previous is not None:
+            after[previous.event_id] = turn
+        last[turn.trajectory_id] = turn
+    return after
+
+
+def _says_only_wrong(text: str) -> bool:
+    """A reply with no content of its own: at most two words that mean anything."""
+    return classify(text) is CorrectionKind.OTHER and len(terms(text)) <= 2
 
 
 def _judged(

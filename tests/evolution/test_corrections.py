@@ -279,3 +279,28 @@ def test_a_reported_policy_with_its_terms_supplies_a_fact(engine) -> None:
 
     assert found.kind is INSTRUCTION and found.category == "policy"
     assert found.supplies_fact  # its terms are a fact a good answer states
+
+
+def test_a_correction_spread_over_two_turns_is_read_whole(engine) -> None:
+    world(engine)
+    base = utcnow() - 30 * MINUTE
+    rec = Recorder()
+    t = trajectory("acme", base)
+    wrong = rec.llm_call(t)
+    nope = rec.user_message(t, "Nope.", wrong)
+    again = rec.llm_call(t)
+    rec.user_message(t, "Le bagage en soute est limité à 30 kg.", again)
+    moved_on = trajectory("globex", base + MINUTE)
+    first = rec.llm_call(moved_on)
+    rec.user_message(moved_on, "No, it is 23 kg.", first)
+    second = rec.llm_call(moved_on)
+    rec.user_message(moved_on, "Thanks! And can I bring skis?", second)
+    rewards = [implicit_correction(t, wrong), implicit_correction(moved_on, first)]
+    store(engine, [t, moved_on], rec.events, rewards)
+
+    found = {c.trajectory_id: c for c in corrections(engine, base - MINUTE)}
+
+    joined = found[t.id]
+    assert joined.text == "Nope. Le bagage en soute est limité à 30 kg."
+    assert (joined.kind, joined.event_id, joined.answer) == (FACT, nope.id, wrong.id)
+    assert found[moved_on.id].text == "No, it is 23 kg."  # said in one turn; then moved on
