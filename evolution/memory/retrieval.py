@@ -1,5 +1,5 @@
-"""Lexical memory retrieval (Okapi BM25 over words and subwords): the index the gateway and
-the memory operator share.
+"""Lexical memory retrieval (Okapi BM25 over words, else subwords): the index the gateway
+and the memory operator share.
 
 Pure Python, no model downloads: it runs anywhere the gateway runs. Embedding retrieval
 can be added behind the same `search` signature.
@@ -25,22 +25,26 @@ _STOPWORDS = frozenset(
 )
 
 
-# Long words also count by their character 5-grams, so a word inside a compound or with
-# another ending still matches: "Gepäck" in "Freigepäck", "refund" in "refunds".
+# A question that shares no word with any item is matched again by the 5-grams of its long
+# words, so a word inside a compound or with another ending still finds its item: "Gepäck"
+# in "Freigepäck", "refund" in "refunds". Word matches come first and are left as they are.
 _SUBWORD = 5
 _SUBWORD_FROM = 6
 
 
 def tokenize(text: str) -> list[str]:
-    """Lowercased word tokens without stopwords, and the 5-grams of the longer ones."""
-    words = [token for token in _WORD.findall(text.lower()) if token not in _STOPWORDS]
-    grams = [
-        f"~{word[i : i + _SUBWORD]}"
-        for word in words
+    """Lowercased word tokens without stopwords."""
+    return [token for token in _WORD.findall(text.lower()) if token not in _STOPWORDS]
+
+
+def subwords(text: str) -> list[str]:
+    """The 5-grams of the longer words of `text`."""
+    return [
+        word[i : i + _SUBWORD]
+        for word in tokenize(text)
         if len(word) >= _SUBWORD_FROM
         for i in range(len(word) - _SUBWORD + 1)
     ]
-    return words + grams
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,8 @@ class ScoredItem:
 
 
 class MemoryIndex:
-    """BM25 over memory items' content; built once per memory snapshot, searched per request.
+    """BM25 over memory items' content, by words, else by subwords; built once per memory
+    snapshot, searched per request.
 
     Args:
         k1: term-frequency saturation; b: length normalisation (the usual 1.2 and 0.75).
@@ -58,7 +63,25 @@ class MemoryIndex:
 
     def __init__(self, items: Sequence[MemoryItem], *, k1: float = 1.2, b: float = 0.75) -> None:
         self._items = list(items)
-        self._docs = [Counter(tokenize(item.content)) for item in self._items]
+        self._words = _Bm25([tokenize(item.content) for item in self._items], k1, b)
+        self._subwords = _Bm25([subwords(item.content) for item in self._items], k1, b)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def search(self, query: str, k: int) -> list[ScoredItem]:
+        """The top `k` items with a positive score, best first; ties keep index order."""
+        if k <= 0:
+            return []
+        ranked = self._words.ranked(tokenize(query)) or self._subwords.ranked(subwords(query))
+        return [ScoredItem(self._items[i], score) for score, i in ranked[:k]]
+
+
+class _Bm25:
+    """Okapi BM25 over documents given as term lists."""
+
+    def __init__(self, documents: Sequence[list[str]], k1: float, b: float) -> None:
+        self._docs = [Counter(terms) for terms in documents]
         self._lengths = [sum(doc.values()) for doc in self._docs]
         self._avg_length = (sum(self._lengths) / len(self._lengths)) if self._lengths else 0.0
         frequency = Counter(term for doc in self._docs for term in doc)
@@ -67,17 +90,13 @@ class MemoryIndex:
         self._idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in frequency.items()}
         self._k1, self._b = k1, b
 
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def search(self, query: str, k: int) -> list[ScoredItem]:
-        """The top `k` items with a positive score, best first; ties keep index order."""
-        terms = set(tokenize(query)) & self._idf.keys()
-        if not terms or k <= 0:
+    def ranked(self, query: list[str]) -> list[tuple[float, int]]:
+        """(score, document index) of every document with a positive score, best first."""
+        terms = set(query) & self._idf.keys()
+        if not terms:
             return []
-        scored = [(self._score(i, terms), i) for i in range(len(self._items))]
-        ranked = sorted((pair for pair in scored if pair[0] > 0), key=lambda p: (-p[0], p[1]))
-        return [ScoredItem(self._items[i], score) for score, i in ranked[:k]]
+        scored = [(self._score(i, terms), i) for i in range(len(self._docs))]
+        return sorted((pair for pair in scored if pair[0] > 0), key=lambda p: (-p[0], p[1]))
 
     def _score(self, index: int, terms: set[str]) -> float:
         doc, length = self._docs[index], self._lengths[index]

@@ -73,3 +73,22 @@ def test_an_item_matching_nothing_else_is_found(docs, word) -> None:
     # unless another document matches the other word strongly; either way it is retrievable.
     found = MemoryIndex([*[item(d) for d in docs], unique]).search("zyxwvut", k=1)
     assert found[0].item is unique and hits
+
+
+def test_a_question_sharing_no_word_finds_its_item_by_subwords() -> None:
+    compound = item("Falsch, das Freigepäck beträgt jetzt 30 kg.")
+    index = MemoryIndex([*FACTS, compound])
+    # "Gepäck" is only inside "Freigepäck", "refund" only inside "refunds".
+    assert [h.item for h in index.search("Wie viel Gepäck darf ich mitnehmen?", k=3)] == [
+        compound
+    ]
+    assert index.search("Can I get a refund?", k=1)[0].item is FACTS[0]
+
+
+def test_subwords_stay_out_when_a_word_matches() -> None:
+    refunding = item("Refunding takes a while.")
+    express = item("Express orders ship first.")
+    index = MemoryIndex([refunding, express])
+    # "express" matches a word of one item; "refunds" only subwords of the other.
+    assert [h.item for h in index.search("express refunds", k=3)] == [express]
+    assert [h.item for h in index.search("refunds", k=3)] == [refunding]
