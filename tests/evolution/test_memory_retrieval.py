@@ -79,9 +79,7 @@ def test_a_question_sharing_no_word_finds_its_item_by_subwords() -> None:
     compound = item("Falsch, das Freigepäck beträgt jetzt 30 kg.")
     index = MemoryIndex([*FACTS, compound])
     # "Gepäck" is only inside "Freigepäck", "refund" only inside "refunds".
-    assert [h.item for h in index.search("Wie viel Gepäck darf ich mitnehmen?", k=3)] == [
-        compound
-    ]
+    assert [h.item for h in index.search("Wie viel Gepäck darf ich mitnehmen?", k=3)] == [compound]
     assert index.search("Can I get a refund?", k=1)[0].item is FACTS[0]
 
 
