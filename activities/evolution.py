@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import httpx
@@ -243,6 +244,10 @@ class EvolutionActivities:
                 "build; to evaluate a change now, pass your own candidate spec "
                 "(`evoplane evolve --candidate spec.json`)",
             )
+        if request.decision.action is Action.MEMORY:
+            # The facts come from the cluster the analysis found: read as it read them.
+            with self._correction_judge(request.agent) as reader:
+                return self._run_operator(partial(propose_memory, judge=reader), request)
         return self._run_operator(operator, request)
 
     def _run_operator(self, operator: Operator, request: CandidateRequest) -> Candidate:

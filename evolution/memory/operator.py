@@ -19,6 +19,7 @@ from enum import StrEnum
 from sqlmodel import Session
 
 from evolution.corrections import (
+    CorrectionJudge,
     CorrectionKind,
     UserCorrection,
     correction_groups,
@@ -66,16 +67,25 @@ class ResolvedFact:
 
 
 def propose_memory(
-    session: Session, parent: AgentVersion, decision: DecisionRecord, window: WindowSpec
+    session: Session,
+    parent: AgentVersion,
+    decision: DecisionRecord,
+    window: WindowSpec,
+    *,
+    judge: CorrectionJudge | None = None,
 ) -> Candidate:
     """A candidate whose memory snapshot adds the facts users supplied in `window`.
+
+    `judge`: the agent's judge model, when the window analysis read corrections with it,
+    so the cluster it chose is found again.
 
     Raises:
         OperatorError: the decision targets no missing fact, the window holds no fact for
             its target, or every such fact is already in the parent or in conflict.
     """
     wanted = _topic(decision)
-    corrections = _target_corrections(window_corrections(session, window), decision.target)
+    found = window_corrections(session, window, judge=judge)
+    corrections = _target_corrections(found, decision.target)
     facts = distil_facts(corrections)
     if not facts:
         raise OperatorError(

@@ -20,6 +20,7 @@ from sqlmodel import select
 from activities.evolution import EvolutionActivities
 from activities.models import DecideRequest
 from atdp import Harness, ModelRef, VersionSpec, utcnow
+from evolution.analysis import analyse_window
 from evolution.corrections import (
     JUDGE_PROMPT,
     CorrectionKind,
@@ -29,14 +30,17 @@ from evolution.corrections import (
     parse_reading,
     read_corrections,
 )
-from evolution.decision import PolicyConfig
+from evolution.decision import Action, PolicyConfig, decide
+from evolution.memory.operator import propose_memory
 from evolution.window import FailureKind, WindowSpec, trajectory_window
 from evoplane.scenarios.upstream import ModelServer
 from proxy.config import GatewayConfig
 from registry import (
     create_agent,
     create_db_engine,
+    current_aliases,
     follow_up_turns,
+    get_version,
     grant_agent,
     offered_tools,
     set_agent_settings,
@@ -214,3 +218,43 @@ def test_the_analysis_activity_asks_the_agents_judge_through_the_gateway(
         keys = session.exec(select(ApiKeyRow).where(ApiKeyRow.agents.is_not(None))).all()
         made = [k for k in keys if k.agents == ["judge"]]
         assert made and all(k.revoked_at is not None for k in made)  # made for it, revoked
+
+
+# --- the memory operator reads as the analysis read -----------------------------------------
+
+LOUNGE = {
+    "The lounge opens at six.": ("missing_fact", "lounge opening time"),
+    "Die Lounge öffnet um sechs Uhr.": ("missing_fact", "lounge opening time"),
+    "Le salon ouvre à six heures.": ("missing_fact", "lounge opening time"),
+}
+
+
+def lounge_oracle(texts):
+    return [JudgeReading(CorrectionKind(LOUNGE[t][0]), LOUNGE[t][1]) for t in texts]
+
+
+def test_the_memory_operator_finds_the_judges_cluster_again(engine) -> None:
+    world(engine)
+    base = utcnow() - 30 * MINUTE
+    rec, trajectories, rewards = Recorder(), [], []
+    for i, text in enumerate(LOUNGE):
+        t = trajectory(("acme", "globex")[i % 2], base + i * MINUTE)
+        answer = rec.llm_call(t)
+        rec.user_message(t, text, answer)
+        rewards += feedback(t, answer, thumbs="down")
+        trajectories.append(t)
+    store(engine, trajectories, rec.events, rewards)
+    window = WindowSpec(agent=AGENT, since=base - MINUTE)
+    policy = PolicyConfig(min_trajectories=1, min_cluster_trajectories=1)
+    with transaction(engine) as session:
+        chosen = decide(analyse_window(session, window, judge=lounge_oracle), policy)
+        parent = get_version(session, current_aliases(session, AGENT).stable)
+    assert chosen.action is Action.MEMORY and chosen.target.trajectories == 3
+
+    def used(judge) -> int:
+        with transaction(engine) as session:
+            made = propose_memory(session, parent, chosen, window, judge=judge)
+        return made.evidence["corrections"]
+
+    assert used(None) < 3  # read offline, the three languages share few words
+    assert used(lounge_oracle) == 3  # the whole cluster the analysis chose
