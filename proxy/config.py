@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["GatewayConfig"]
@@ -23,6 +24,10 @@ class GatewayConfig:
             once its requests in flight have finished.
         local_threads: torch intra-op threads (process-wide); None keeps torch's default.
             On a small CPU machine 1 is fastest: each concurrent generation has a thread.
+        otel_endpoint: an OTLP/HTTP collector (its base URL, or its `/v1/traces` URL): each
+            served call is exported there as an OpenTelemetry GenAI span. None: no spans.
+        otel_headers: sent with each export (an MLflow server wants `x-mlflow-experiment-id`).
+        otel_content: also put the call's messages, as redaction stored them, on its span.
     """
 
     database_url: str
@@ -44,3 +49,7 @@ class GatewayConfig:
     local_max_models: int = 4
     local_max_tokens: int = 512  # completion length when a request sets no max_tokens
     local_threads: int | None = None
+    otel_endpoint: str | None = None
+    otel_headers: Mapping[str, str] = field(default_factory=dict)
+    otel_content: bool = False
+    otel_service_name: str = "evoplane-gateway"
