@@ -6,6 +6,7 @@ Pure pydantic models and their JSON Schema; no I/O. See ARCHITECTURE.md, "ATDP i
 from atdp._base import ATDP_VERSION, JsonObject, JsonValue, new_id, utcnow
 from atdp.event import (
     AGENT_REQUEST,
+    PROTOCOL_REQUEST,
     Action,
     ChatMessage,
     DecodingParams,
@@ -23,6 +24,7 @@ from atdp.event import (
     Traffic,
     UserAction,
     agent_request,
+    protocol_request,
     rename_arguments,
 )
 from atdp.governance import (
@@ -56,6 +58,7 @@ from atdp.version import (
 
 __all__ = [
     "AGENT_REQUEST",
+    "PROTOCOL_REQUEST",
     "ATDP_VERSION",
     "Action",
     "BinaryValue",
@@ -101,6 +104,7 @@ __all__ = [
     "VersionRefs",
     "VersionSpec",
     "agent_request",
+    "protocol_request",
     "new_id",
     "rename_arguments",
     "utcnow",

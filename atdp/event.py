@@ -92,6 +92,23 @@ def agent_request(data: dict[str, Any] | None) -> dict[str, Any]:
     return undo if isinstance(undo, dict) else {}
 
 
+# The key of an llm_call's `observation.data` under which the gateway records a request that
+# came in over another protocol than chat completions: {"protocol": "responses" | "messages",
+# "request": the body as the agent sent it}. Its messages and tools are recorded, like every
+# llm_call's, as the chat-completions request the gateway served it as.
+PROTOCOL_REQUEST = "protocol_request"
+
+
+def protocol_request(data: dict[str, Any] | None) -> tuple[str, dict[str, Any] | None]:
+    """(the protocol an llm_call came in on, the agent's request in it): ("chat", None)
+    for chat completions, whose request is the recorded observation itself."""
+    found = (data or {}).get(PROTOCOL_REQUEST)
+    if isinstance(found, dict) and isinstance(found.get("protocol"), str):
+        request = found.get("request")
+        return found["protocol"], request if isinstance(request, dict) else None
+    return "chat", None
+
+
 def rename_arguments(arguments: str, mapping: dict[str, str]) -> str:
     """Tool-call arguments with their top-level keys renamed (`mapping`: old -> new name).
 

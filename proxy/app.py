@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -16,19 +15,22 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import ValidationError
 from starlette.routing import Route
 
-from atdp import Traffic
 from proxy import jsonio
-from proxy import router as routing
 from proxy.catalog import RegistryUnreachable
 from proxy.config import GatewayConfig
-from proxy.engines.base import UpstreamError, UpstreamTimeout
 from proxy.errors import GatewayError, error_body, gateway_error_handler
 from proxy.feedback import EventReport, FeedbackReport, record_event, record_feedback
-from proxy.gateway import Gateway, Served, drop, new_session_id, upstream_failure
-from proxy.governance import parse_training_header
-from proxy.overlays import Overlaid
+from proxy.gateway import Gateway, Served
+from proxy.protocols.serving import (
+    admit,
+    header_dict,
+    read_json,
+    response_headers,
+    serve,
+    stream,
+    validated_chat,
+)
 from proxy.schemas import ChatCompletionRequest, describe_validation_error
-from proxy.streaming import StreamRestorer, assemble_chunks
 from registry import (
     NotFoundError,
     effective_reward_of_trajectory,
@@ -112,239 +114,43 @@ def _gateway(request: Request) -> Gateway:
     return request.app.state.gateway
 
 
-async def _read_json(request: Request, limit: int) -> Any:
-    """The body as JSON; 413 past `limit` bytes (before and while reading), 400 if malformed."""
-    declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
-        raise GatewayError(
-            413, f"Request body is larger than the {limit}-byte limit.", code="body_too_large"
-        )
-    chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise GatewayError(
-                413, f"Request body is larger than the {limit}-byte limit.", code="body_too_large"
-            )
-        chunks.append(chunk)
-    try:
-        return jsonio.loads(b"".join(chunks))
-    except jsonio.JSONDecodeError as error:
-        raise GatewayError(
-            400, f"The body is not valid JSON: {error}", code="invalid_json"
-        ) from None
+class ChatEncoder:
+    """Chat completions' own stream: each chunk as a `data:` line, then `[DONE]`."""
+
+    def start(self) -> Iterable[bytes]:
+        return ()
+
+    def chunk(self, chunk: dict) -> Iterable[bytes]:
+        yield b"data: " + jsonio.dumps(chunk) + b"\n\n"
+
+    def failure(self, message: str) -> Iterable[bytes]:
+        payload = error_body(502, f"The upstream stream failed: {message}")
+        yield b"data: " + jsonio.dumps(payload) + b"\n\n"
+        yield b"data: [DONE]\n\n"
+
+    def end(self, served: Served, answer: dict) -> Iterable[bytes]:
+        yield b"data: [DONE]\n\n"
 
 
-def _headers(served: Served) -> dict[str, str]:
-    return {
-        "X-Evoplane-Session-Id": served.session,
-        "X-Evoplane-Trajectory-Id": str(served.trajectory_id),
-        "X-Evoplane-Event-Id": str(served.event_id),
-        "X-Evoplane-Version": served.version_id,
-    }
-
-
-def _session_id(headers: dict[str, str], parsed: ChatCompletionRequest) -> str:
+def _session_id(headers: dict[str, str], parsed: ChatCompletionRequest) -> str | None:
     metadata = parsed.metadata or {}
-    candidate = headers.get("x-session-id") or parsed.user or metadata.get("session_id")
-    return str(candidate)[:200] if candidate else new_session_id()
-
-
-def _header_dict(request: Request) -> dict[str, str]:
-    """The request's headers as a plain dict (lower-case names; the first of repeated
-    ones), for the hot path's many look-ups."""
-    return {
-        name.decode("latin-1"): value.decode("latin-1")
-        for name, value in reversed(request.scope["headers"])
-    }
+    return headers.get("x-session-id") or parsed.user or metadata.get("session_id")
 
 
 async def chat_completions(request: Request):
     gateway = _gateway(request)
-    headers = _header_dict(request)
-    body = await _read_json(request, gateway.config.max_body_bytes)
+    headers = header_dict(request)
+    body = await read_json(request, gateway.config.max_body_bytes)
     identity = await gateway.authenticate(headers.get("authorization"))
-    if not isinstance(body, dict):
-        raise GatewayError(400, "The body must be a JSON object.", code="invalid_request")
-    try:
-        parsed = ChatCompletionRequest.model_validate(body)
-    except ValidationError as error:
-        message, param = describe_validation_error(error)
-        raise GatewayError(400, message, param=param, code="invalid_value") from None
+    parsed = validated_chat(body)
     agent = headers.get("x-evoplane-agent") or parsed.model
-    await gateway.authorize(identity, agent)
-    gateway.check_rate(identity.tenant)
-    try:
-        opt_out = parse_training_header(headers.get("x-evoplane-training"))
-    except ValueError as error:
-        raise GatewayError(
-            400, str(error), param="X-Evoplane-Training", code="invalid_header"
-        ) from None
-    traffic, pin, harness = _evaluation(headers)
-    session = _session_id(headers, parsed)
+    admitted = await admit(gateway, identity, headers, agent, _session_id(headers, parsed))
     if parsed.stream:
-        return await _stream(
-            gateway,
-            identity.tenant,
-            agent,
-            session,
-            body,
-            opt_out,
-            traffic=traffic,
-            pin=pin,
-            harness=harness,
-        )
-    response, served = await gateway.serve(
-        identity,
-        agent,
-        session,
-        body,
-        training_opt_out=opt_out,
-        traffic=traffic,
-        pin=pin,
-        harness=harness,
+        return await stream(gateway, admitted, body, ChatEncoder())
+    response, served = await serve(gateway, admitted, body)
+    return Response(
+        jsonio.dumps(response), media_type="application/json", headers=response_headers(served)
     )
-    return Response(jsonio.dumps(response), media_type="application/json", headers=_headers(served))
-
-
-def _evaluation(headers: dict[str, str]) -> tuple[Traffic, str | None, bool]:
-    """`X-Evoplane-Traffic: evaluation` marks replay and optimiser calls (never training
-    data, never user traffic); only such calls may pin a version with `X-Evoplane-Version`,
-    or leave out its harness with `X-Evoplane-Harness: off` (a harness optimiser brings its
-    own instructions and demos).
-
-    Returns (traffic, pinned version, whether to apply the version's harness)."""
-    value = (headers.get("x-evoplane-traffic") or "user").strip().lower()
-    if value not in {"user", "evaluation"}:
-        raise GatewayError(
-            400,
-            f"X-Evoplane-Traffic must be 'user' or 'evaluation', not {value!r}.",
-            param="X-Evoplane-Traffic",
-            code="invalid_header",
-        )
-    traffic = Traffic(value)
-    pin = headers.get("x-evoplane-version")
-    harness = (headers.get("x-evoplane-harness") or "on").strip().lower()
-    if harness not in {"on", "off"}:
-        raise GatewayError(
-            400,
-            f"X-Evoplane-Harness must be 'on' or 'off', not {harness!r}.",
-            param="X-Evoplane-Harness",
-            code="invalid_header",
-        )
-    for header, given in (
-        ("X-Evoplane-Version", bool(pin)),
-        ("X-Evoplane-Harness", harness == "off"),
-    ):
-        if given and traffic is not Traffic.EVALUATION:
-            raise GatewayError(
-                400,
-                f"{header} is for evaluation traffic only; "
-                "also send `X-Evoplane-Traffic: evaluation`.",
-                param=header,
-                code="invalid_header",
-            )
-    return traffic, pin or None, harness == "on"
-
-
-def _open_stream(
-    gateway: Gateway, route: routing.Route, overlaid: Overlaid
-) -> tuple[float, AsyncGenerator[dict], asyncio.Future]:
-    """Start an upstream stream: when it started, its chunks, and its first chunk to come."""
-    engine = gateway.engine_for(route.version, route.base_url)
-    chunks = engine.stream(
-        overlaid.body, model=overlaid.model, timeout=gateway.config.upstream_timeout
-    )
-    return time.perf_counter(), chunks, asyncio.ensure_future(anext(chunks))
-
-
-async def _abandon(opening: asyncio.Future, chunks: AsyncGenerator[dict]) -> None:
-    """Stop a stream whose answer will not be used (its first chunk may be under way)."""
-    drop(opening)
-    await asyncio.wait([opening])
-    await chunks.aclose()
-
-
-async def _stream(
-    gateway: Gateway,
-    tenant: str,
-    agent: str,
-    session: str,
-    body: dict,
-    opt_out: bool,
-    *,
-    traffic: Traffic,
-    pin: str | None,
-    harness: bool,
-):
-    route, overlaid = await gateway.prepare(tenant, agent, session, body, pin=pin, harness=harness)
-    started, chunks, opening = _open_stream(gateway, route, overlaid)
-    try:
-        if await gateway.router.settle(route) is not route:
-            # A new session was placed before, otherwise than proposed: drop that stream.
-            await _abandon(opening, chunks)
-            route, overlaid = await gateway.prepare(
-                tenant, agent, session, body, pin=pin, harness=harness
-            )
-            started, chunks, opening = _open_stream(gateway, route, overlaid)
-    except BaseException:
-        drop(opening)
-        raise
-    try:  # the first chunk decides the status code; after it, errors end the stream
-        first = await opening
-    except StopAsyncIteration:
-        first = None
-    except (UpstreamTimeout, UpstreamError) as error:
-        raise upstream_failure(error) from None
-    book = gateway.sessions if traffic is Traffic.USER else gateway.shadow_sessions
-    trajectory_hint = book.get(tenant, agent, session)
-    headers = {"X-Evoplane-Session-Id": session, "X-Evoplane-Version": route.version.id}
-    if trajectory_hint is not None:
-        headers["X-Evoplane-Trajectory-Id"] = str(trajectory_hint.trajectory.id)
-
-    async def events() -> AsyncIterator[bytes]:
-        restorer = StreamRestorer(overlaid)
-        seen: list[dict] = []
-        failure: str | None = None
-        try:
-            pending = [first] if first is not None else []
-            while True:
-                for chunk in pending:
-                    seen.append(chunk)
-                    visible = restorer.chunk(chunk)
-                    if visible is not None:
-                        yield b"data: " + jsonio.dumps(visible) + b"\n\n"
-                try:
-                    pending = [await anext(chunks)]
-                except StopAsyncIteration:
-                    break
-        except (UpstreamError, UpstreamTimeout) as error:
-            failure = str(error) or type(error).__name__
-            payload = error_body(502, f"The upstream stream failed: {failure}")
-            yield f"data: {json.dumps(payload)}\n\n".encode()
-        finally:
-            response = assemble_chunks(seen)
-            if failure:
-                for choice in response["choices"]:
-                    choice["finish_reason"] = choice["finish_reason"] or "error"
-            latency_ms = (time.perf_counter() - started) * 1000
-            await gateway.capture(
-                tenant,
-                agent,
-                session,
-                body,
-                overlaid,
-                route.version,
-                response,
-                latency_ms,
-                training_opt_out=opt_out,
-                traffic=traffic,
-            )
-            if route.shadow is not None and traffic is Traffic.USER:
-                gateway.spawn(gateway.shadow(tenant, agent, session, body, route.shadow, opt_out))
-        yield b"data: [DONE]\n\n"
-
-    return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 
 
 async def list_models(request: Request) -> dict:
@@ -361,7 +167,7 @@ async def list_models(request: Request) -> dict:
 
 async def feedback(request: Request) -> JSONResponse:
     gateway = _gateway(request)
-    body = await _read_json(request, gateway.config.max_body_bytes)
+    body = await read_json(request, gateway.config.max_body_bytes)
     identity = await gateway.authenticate(request.headers.get("authorization"))
     report = _parse(FeedbackReport, body)
     rewards = await record_feedback(gateway, identity.tenant, report)
@@ -372,7 +178,7 @@ async def feedback(request: Request) -> JSONResponse:
 
 async def agent_events(request: Request) -> JSONResponse:
     gateway = _gateway(request)
-    body = await _read_json(request, gateway.config.max_body_bytes)
+    body = await read_json(request, gateway.config.max_body_bytes)
     identity = await gateway.authenticate(request.headers.get("authorization"))
     report = _parse(EventReport, body)
     event = await record_event(gateway, identity.tenant, report)

@@ -417,12 +417,15 @@ class Gateway:
         traffic: Traffic = Traffic.USER,
         pin: str | None = None,
         harness: bool = True,
+        protocol: tuple[str, dict[str, Any]] | None = None,
     ) -> tuple[dict[str, Any], Served]:
         """A non-streaming completion, captured.
 
         Capture is split around the upstream call: what the request alone determines is built
         and redacted while the upstream works, so only the answer's part adds latency.
         Evaluation traffic (replays, optimisers) may pin a version and is never shadowed.
+        `protocol`: the protocol and the agent's own request, when `body` translates one
+        (see `proxy.protocols`).
         """
         route, overlaid = await self.prepare(
             identity.tenant, agent, session, body, pin=pin, harness=harness
@@ -448,6 +451,7 @@ class Gateway:
                 route.version,
                 training_opt_out=training_opt_out,
                 traffic=traffic,
+                protocol=protocol,
             )
         except BaseException:
             drop(upstream)
@@ -493,6 +497,7 @@ class Gateway:
         *,
         training_opt_out: bool,
         traffic: Traffic = Traffic.USER,
+        protocol: tuple[str, dict[str, Any]] | None = None,
     ) -> Capture:
         """Phase one: the request's events, governed and redacted."""
         book = self.sessions if traffic is Traffic.USER else self.shadow_sessions
@@ -513,6 +518,7 @@ class Gateway:
             version=version,
             traffic=traffic,
             governance=governance,
+            protocol=protocol,
         )
         pending = begin_exchange(state, exchange)
         request_key = hash(tuple(pending.keys))
@@ -579,6 +585,7 @@ class Gateway:
         *,
         training_opt_out: bool,
         traffic: Traffic = Traffic.USER,
+        protocol: tuple[str, dict[str, Any]] | None = None,
     ) -> Served:
         """Both phases at once, for answers that are complete already (streams, shadows)."""
         capture = await self.begin_capture(
@@ -590,6 +597,7 @@ class Gateway:
             version,
             training_opt_out=training_opt_out,
             traffic=traffic,
+            protocol=protocol,
         )
         return self.finish_capture(capture, response, latency_ms)
 

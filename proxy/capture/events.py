@@ -25,6 +25,7 @@ import orjson
 
 from atdp import (
     AGENT_REQUEST,
+    PROTOCOL_REQUEST,
     EventKind,
     MessageAction,
     ReplayClass,
@@ -149,6 +150,9 @@ class Exchange:
     """One served request: what the agent sent and what went upstream.
 
     `governance` is the document of the `atdp.Governance` decided for the request.
+    `protocol`: for a request that came in over another protocol than chat completions
+    (`request` is then its chat-completions translation), that protocol's name and the
+    agent's own request in it.
     """
 
     tenant: str
@@ -159,6 +163,7 @@ class Exchange:
     version: AgentVersion
     traffic: Traffic = Traffic.USER
     governance: dict[str, Any] = field(default_factory=dict)
+    protocol: tuple[str, dict[str, Any]] | None = None
 
 
 @dataclass
@@ -385,6 +390,10 @@ def _llm_draft(
         # What the model saw is recorded; this recovers what the agent sent, so a replay
         # can serve the agent's request under another version.
         observation["data"] = {AGENT_REQUEST: exchange.overlaid.undo}
+    if exchange.protocol is not None:
+        name, request = exchange.protocol
+        data = observation.setdefault("data", {})
+        data[PROTOCOL_REQUEST] = {"protocol": name, "request": request}
     metadata = {**_metadata(exchange), "decoding": _decoding(sent)}
     if harness is not None:
         metadata["prompt_template_fingerprint"] = harness

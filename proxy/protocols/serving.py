@@ -1,0 +1,331 @@
+"""What every protocol's route does around the pipeline: read and admit the request, then
+serve it whole or stream it in the protocol's own events.
+
+A route translates its protocol's request into a chat-completions body, admits it
+(`admit`: the agent, its grant, the rate limit, the training and evaluation headers),
+and hands it to `Gateway.serve` or to `stream` with a `StreamEncoder` that turns each
+chat-completion chunk, as the agent may see it (overlays undone), into the protocol's
+server-sent events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from fastapi import Request
+from fastapi.responses import StreamingResponse
+from pydantic import ValidationError
+
+from atdp import Traffic
+from proxy import jsonio
+from proxy import router as routing
+from proxy.engines.base import UpstreamError, UpstreamTimeout
+from proxy.errors import GatewayError
+from proxy.gateway import Gateway, Served, drop, new_session_id, upstream_failure
+from proxy.governance import parse_training_header
+from proxy.overlays import Overlaid
+from proxy.schemas import ChatCompletionRequest, describe_validation_error
+from proxy.streaming import StreamRestorer, assemble_chunks
+from registry import ApiKeyIdentity
+
+__all__ = [
+    "Admitted",
+    "StreamEncoder",
+    "admit",
+    "header_dict",
+    "read_json",
+    "response_headers",
+    "stream",
+    "validated_chat",
+]
+
+
+def header_dict(request: Request) -> dict[str, str]:
+    """The request's headers as a plain dict (lower-case names; the first of repeated
+    ones), for the hot path's many look-ups."""
+    return {
+        name.decode("latin-1"): value.decode("latin-1")
+        for name, value in reversed(request.scope["headers"])
+    }
+
+
+async def read_json(request: Request, limit: int) -> Any:
+    """The body as JSON; 413 past `limit` bytes (before and while reading), 400 if malformed."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise GatewayError(
+            413, f"Request body is larger than the {limit}-byte limit.", code="body_too_large"
+        )
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise GatewayError(
+                413, f"Request body is larger than the {limit}-byte limit.", code="body_too_large"
+            )
+        chunks.append(chunk)
+    try:
+        return jsonio.loads(b"".join(chunks))
+    except jsonio.JSONDecodeError as error:
+        raise GatewayError(
+            400, f"The body is not valid JSON: {error}", code="invalid_json"
+        ) from None
+
+
+def validated_chat(body: Any) -> ChatCompletionRequest:
+    """A chat-completions body checked as the gateway checks every request (400 if not)."""
+    if not isinstance(body, dict):
+        raise GatewayError(400, "The body must be a JSON object.", code="invalid_request")
+    try:
+        return ChatCompletionRequest.model_validate(body)
+    except ValidationError as error:
+        message, param = describe_validation_error(error)
+        raise GatewayError(400, message, param=param, code="invalid_value") from None
+
+
+def response_headers(served: Served) -> dict[str, str]:
+    return {
+        "X-Evoplane-Session-Id": served.session,
+        "X-Evoplane-Trajectory-Id": str(served.trajectory_id),
+        "X-Evoplane-Event-Id": str(served.event_id),
+        "X-Evoplane-Version": served.version_id,
+    }
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A request the gateway will serve: who, which agent and session, and how."""
+
+    identity: ApiKeyIdentity
+    agent: str
+    session: str
+    training_opt_out: bool
+    traffic: Traffic
+    pin: str | None
+    harness: bool
+
+    @property
+    def tenant(self) -> str:
+        return self.identity.tenant
+
+
+async def admit(
+    gateway: Gateway,
+    identity: ApiKeyIdentity,
+    headers: dict[str, str],
+    agent: str,
+    session: str | None,
+) -> Admitted:
+    """Check that the key may use `agent` now (404/403/429 otherwise) and read the
+    request's training and evaluation headers; no session given starts a new one."""
+    await gateway.authorize(identity, agent)
+    gateway.check_rate(identity.tenant)
+    try:
+        opt_out = parse_training_header(headers.get("x-evoplane-training"))
+    except ValueError as error:
+        raise GatewayError(
+            400, str(error), param="X-Evoplane-Training", code="invalid_header"
+        ) from None
+    traffic, pin, harness = _evaluation(headers)
+    session = str(session)[:200] if session else new_session_id()
+    return Admitted(identity, agent, session, opt_out, traffic, pin, harness)
+
+
+def _evaluation(headers: dict[str, str]) -> tuple[Traffic, str | None, bool]:
+    """`X-Evoplane-Traffic: evaluation` marks replay and optimiser calls (never training
+    data, never user traffic); only such calls may pin a version with `X-Evoplane-Version`,
+    or leave out its harness with `X-Evoplane-Harness: off` (a harness optimiser brings its
+    own instructions and demos).
+
+    Returns (traffic, pinned version, whether to apply the version's harness)."""
+    value = (headers.get("x-evoplane-traffic") or "user").strip().lower()
+    if value not in {"user", "evaluation"}:
+        raise GatewayError(
+            400,
+            f"X-Evoplane-Traffic must be 'user' or 'evaluation', not {value!r}.",
+            param="X-Evoplane-Traffic",
+            code="invalid_header",
+        )
+    traffic = Traffic(value)
+    pin = headers.get("x-evoplane-version")
+    harness = (headers.get("x-evoplane-harness") or "on").strip().lower()
+    if harness not in {"on", "off"}:
+        raise GatewayError(
+            400,
+            f"X-Evoplane-Harness must be 'on' or 'off', not {harness!r}.",
+            param="X-Evoplane-Harness",
+            code="invalid_header",
+        )
+    for header, given in (
+        ("X-Evoplane-Version", bool(pin)),
+        ("X-Evoplane-Harness", harness == "off"),
+    ):
+        if given and traffic is not Traffic.EVALUATION:
+            raise GatewayError(
+                400,
+                f"{header} is for evaluation traffic only; "
+                "also send `X-Evoplane-Traffic: evaluation`.",
+                param=header,
+                code="invalid_header",
+            )
+    return traffic, pin or None, harness == "on"
+
+
+async def serve(
+    gateway: Gateway,
+    admitted: Admitted,
+    body: dict[str, Any],
+    protocol: tuple[str, dict[str, Any]] | None = None,
+) -> tuple[dict[str, Any], Served]:
+    """A whole answer to the chat-completions `body`, captured (see `Gateway.serve`)."""
+    return await gateway.serve(
+        admitted.identity,
+        admitted.agent,
+        admitted.session,
+        body,
+        training_opt_out=admitted.training_opt_out,
+        traffic=admitted.traffic,
+        pin=admitted.pin,
+        harness=admitted.harness,
+        protocol=protocol,
+    )
+
+
+class StreamEncoder(Protocol):
+    """Turns a chat-completion stream into a protocol's server-sent events."""
+
+    def start(self) -> Iterable[bytes]:
+        """What the stream opens with, before the first chunk."""
+
+    def chunk(self, chunk: dict[str, Any]) -> Iterable[bytes]:
+        """The events for one chunk, as the agent may see it."""
+
+    def failure(self, message: str) -> Iterable[bytes]:
+        """The events that end a stream the upstream broke off."""
+
+    def end(self, served: Served, answer: dict[str, Any]) -> Iterable[bytes]:
+        """The closing events, once the whole answer (`answer`, as the agent sees it) is
+        captured; not called after `failure`."""
+
+
+def _open_stream(
+    gateway: Gateway, route: routing.Route, overlaid: Overlaid
+) -> tuple[float, AsyncGenerator[dict], asyncio.Future]:
+    """Start an upstream stream: when it started, its chunks, and its first chunk to come."""
+    engine = gateway.engine_for(route.version, route.base_url)
+    chunks = engine.stream(
+        overlaid.body, model=overlaid.model, timeout=gateway.config.upstream_timeout
+    )
+    return time.perf_counter(), chunks, asyncio.ensure_future(anext(chunks))
+
+
+async def _abandon(opening: asyncio.Future, chunks: AsyncGenerator[dict]) -> None:
+    """Stop a stream whose answer will not be used (its first chunk may be under way)."""
+    drop(opening)
+    await asyncio.wait([opening])
+    await chunks.aclose()
+
+
+async def stream(
+    gateway: Gateway,
+    admitted: Admitted,
+    body: dict[str, Any],
+    encoder: StreamEncoder,
+    protocol: tuple[str, dict[str, Any]] | None = None,
+) -> StreamingResponse:
+    """A streamed answer to the chat-completions `body`, in `encoder`'s events, captured
+    whole once it ends (or breaks off)."""
+    tenant, agent, session = admitted.tenant, admitted.agent, admitted.session
+    pin, harness = admitted.pin, admitted.harness
+    route, overlaid = await gateway.prepare(tenant, agent, session, body, pin=pin, harness=harness)
+    started, chunks, opening = _open_stream(gateway, route, overlaid)
+    try:
+        if await gateway.router.settle(route) is not route:
+            # A new session was placed before, otherwise than proposed: drop that stream.
+            await _abandon(opening, chunks)
+            route, overlaid = await gateway.prepare(
+                tenant, agent, session, body, pin=pin, harness=harness
+            )
+            started, chunks, opening = _open_stream(gateway, route, overlaid)
+    except BaseException:
+        drop(opening)
+        raise
+    try:  # the first chunk decides the status code; after it, errors end the stream
+        first = await opening
+    except StopAsyncIteration:
+        first = None
+    except (UpstreamTimeout, UpstreamError) as error:
+        raise upstream_failure(error) from None
+    traffic = admitted.traffic
+    book = gateway.sessions if traffic is Traffic.USER else gateway.shadow_sessions
+    trajectory_hint = book.get(tenant, agent, session)
+    headers = {"X-Evoplane-Session-Id": session, "X-Evoplane-Version": route.version.id}
+    if trajectory_hint is not None:
+        headers["X-Evoplane-Trajectory-Id"] = str(trajectory_hint.trajectory.id)
+
+    async def events() -> AsyncIterator[bytes]:
+        restorer = StreamRestorer(overlaid)
+        seen: list[dict] = []
+        shown: list[dict] = []
+        failure: str | None = None
+        served: Served | None = None
+        try:
+            for line in encoder.start():
+                yield line
+            pending = [first] if first is not None else []
+            while True:
+                for chunk in pending:
+                    seen.append(chunk)
+                    visible = restorer.chunk(chunk)
+                    if visible is not None:
+                        shown.append(visible)
+                        for line in encoder.chunk(visible):
+                            yield line
+                try:
+                    pending = [await anext(chunks)]
+                except StopAsyncIteration:
+                    break
+        except (UpstreamError, UpstreamTimeout) as error:
+            failure = str(error) or type(error).__name__
+            for line in encoder.failure(failure):
+                yield line
+        finally:
+            response = assemble_chunks(seen)
+            if failure:
+                for choice in response["choices"]:
+                    choice["finish_reason"] = choice["finish_reason"] or "error"
+            latency_ms = (time.perf_counter() - started) * 1000
+            served = await gateway.capture(
+                tenant,
+                agent,
+                session,
+                body,
+                overlaid,
+                route.version,
+                response,
+                latency_ms,
+                training_opt_out=admitted.training_opt_out,
+                traffic=traffic,
+                protocol=protocol,
+            )
+            if route.shadow is not None and traffic is Traffic.USER:
+                gateway.spawn(
+                    gateway.shadow(
+                        tenant, agent, session, body, route.shadow, admitted.training_opt_out
+                    )
+                )
+        if failure is None:
+            for line in encoder.end(served, assemble_chunks(shown)):
+                yield line
+
+    return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+
+
+def sse(kind: str | None, data: dict[str, Any]) -> bytes:
+    """One server-sent event: `event: kind` (when named) and its JSON data."""
+    head = b"event: " + kind.encode() + b"\n" if kind else b""
+    return head + b"data: " + jsonio.dumps(data) + b"\n\n"
