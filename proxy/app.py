@@ -31,6 +31,7 @@ from proxy.protocols.serving import (
     validated_chat,
 )
 from proxy.schemas import ChatCompletionRequest, describe_validation_error
+from proxy.telemetry import calling_trace, trace_of
 from registry import (
     NotFoundError,
     effective_reward_of_trajectory,
@@ -81,6 +82,8 @@ class GatewayAPI(FastAPI):
     """
 
     async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "http":  # each request runs in a task (a context) of its own
+            calling_trace.set(trace_of(scope["headers"]))
         if (
             scope["type"] == "http"
             and scope["path"] == "/v1/chat/completions"

@@ -48,6 +48,7 @@ from proxy.governance import Redactor, governance_document
 from proxy.overlays import Overlaid, apply_overlays, restore_response
 from proxy.router import Route, Router
 from proxy.signals import abandonment_reward, implicit_rewards
+from proxy.telemetry import CallTelemetry
 from registry import (
     AgentVersion,
     ApiKeyIdentity,
@@ -171,6 +172,7 @@ class Gateway:
         self._redactors: dict[tuple[str, ...], Redactor] = {}
         self._background: set[asyncio.Task] = set()
         self.shadow_failures = 0
+        self.telemetry = CallTelemetry(config)
 
     async def start(self) -> None:
         await asyncio.to_thread(self.writer.start)
@@ -235,6 +237,7 @@ class Gateway:
         asyncio.get_running_loop().remove_reader(self.writer.placements)
         await self.catalog.aclose()
         await asyncio.to_thread(self.writer.stop)
+        await asyncio.to_thread(self.telemetry.shutdown)
         self.db.dispose()
 
     # --- identity -----------------------------------------------------------------------
@@ -456,7 +459,12 @@ class Gateway:
         except BaseException:
             drop(upstream)
             raise
-        response = await upstream
+        try:
+            response = await upstream
+        except GatewayError as error:
+            failed_ms = (time.perf_counter() - started) * 1000
+            self.telemetry.record(capture.pending.exchange, capture.draft, failed_ms, error.code)
+            raise
         served = self.finish_capture(capture, response, (time.perf_counter() - started) * 1000)
         if route.shadow is not None and traffic is Traffic.USER:
             self.spawn(
@@ -565,6 +573,7 @@ class Gateway:
             trajectory = state.trajectory
             self.remember(trajectory.tenant, trajectory.id, [e["id"] for e in events])
         self.writer.submit(records)  # one spool write: durable before the answer leaves
+        self.telemetry.record(pending.exchange, llm, latency_ms)
         return Served(
             pending.exchange.session,
             state.trajectory.id,
