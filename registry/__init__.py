@@ -55,6 +55,12 @@ from registry.migrate import (
     head_revision,
     upgrade,
 )
+from registry.responses import (
+    StoredResponse,
+    delete_stored_response,
+    get_stored_response,
+    store_responses,
+)
 from registry.rewards import (
     SOURCE_WEIGHTS,
     EffectiveReward,
@@ -145,6 +151,7 @@ __all__ = [
     "SealedEvent",
     "SessionRoute",
     "SessionRouteReader",
+    "StoredResponse",
     "Tenant",
     "TenantPolicy",
     "TenantScope",
@@ -167,6 +174,7 @@ __all__ = [
     "create_tenant",
     "current_aliases",
     "current_revision",
+    "delete_stored_response",
     "describe_url",
     "effective_reward",
     "effective_reward_of_event",
@@ -181,6 +189,7 @@ __all__ = [
     "get_evolution",
     "get_memory_items",
     "get_session_route",
+    "get_stored_response",
     "get_tenant",
     "get_trajectory",
     "get_version",
@@ -212,6 +221,7 @@ __all__ = [
     "set_alias",
     "set_memory_status",
     "start_evolution",
+    "store_responses",
     "store_sealed",
     "task_type_counts",
     "tenant_agents",

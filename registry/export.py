@@ -18,7 +18,7 @@ from sqlmodel import Session, select
 from atdp import EventKind, MessageAction, Traffic, TrainingEligibility
 from registry.rewards import effective_reward, list_rewards
 from registry.scope import TenantScope
-from registry.tables import EventRow, RewardRow, TrajectoryRow
+from registry.tables import EventRow, RewardRow, StoredResponseRow, TrajectoryRow
 from registry.trajectories import get_events, list_trajectories
 
 __all__ = ["export_records", "purge_expired"]
@@ -83,6 +83,17 @@ def _step(event, rewards) -> dict[str, Any]:
 
 
 def purge_expired(session: Session, now: datetime) -> dict[str, int]:
+    """Delete what is past its retention: events, their rewards, the trajectories they
+    emptied, and stored responses (deleted ones' tombstones too)."""
+    counts = _purge_events(session, now)
+    expired = sa.and_(
+        StoredResponseRow.expires_at.is_not(None), StoredResponseRow.expires_at <= now
+    )
+    counts["responses"] = session.execute(sa.delete(StoredResponseRow).where(expired)).rowcount
+    return counts
+
+
+def _purge_events(session: Session, now: datetime) -> dict[str, int]:
     """Delete events past their retention, their rewards, and the trajectories they emptied."""
     is_expired = sa.and_(EventRow.expires_at.is_not(None), EventRow.expires_at <= now)
     touched = set(session.exec(select(EventRow.trajectory_id).where(is_expired).distinct()))

@@ -26,6 +26,7 @@ __all__ = [
     "RewardRow",
     "SealedEventRow",
     "SessionRouteRow",
+    "StoredResponseRow",
     "TenantAgentRow",
     "TenantRow",
     "TrajectoryRow",
@@ -271,3 +272,26 @@ class SealedEventRow(SQLModel, table=True):
     tenant: str = Field(foreign_key="tenant.name", max_length=64)
     ciphertext: str
     created_at: datetime = _time()
+
+
+class StoredResponseRow(SQLModel, table=True):
+    """A Responses API response the gateway stored, for `previous_response_id` and GET.
+
+    A deleted response stays as a tombstone (`deleted_at` set, document emptied), so a
+    replayed spool cannot store it again.
+    """
+
+    __tablename__ = "stored_response"
+
+    tenant: str = Field(foreign_key="tenant.name", primary_key=True, max_length=64)
+    id: str = Field(primary_key=True, max_length=200)
+    agent: str = Field(max_length=64)
+    session: str = Field(max_length=200)
+    trajectory_id: uuid.UUID | None = Field(default=None)
+    event_id: uuid.UUID | None = Field(default=None)
+    previous_id: str | None = Field(default=None, max_length=200)
+    document: str
+    sealed: bool = False
+    created_at: datetime = _time()
+    expires_at: datetime | None = _time(default=None, nullable=True, index=True)
+    deleted_at: datetime | None = _time(default=None, nullable=True)

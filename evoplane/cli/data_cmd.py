@@ -63,7 +63,8 @@ def export(
 
 
 def gc() -> None:
-    """Purge events past their retention (expires_at), their rewards and emptied trajectories."""
+    """Purge what is past its retention (expires_at): events, their rewards, emptied
+    trajectories and stored responses."""
     from atdp import utcnow
     from registry import purge_expired, transaction
 
@@ -71,6 +72,6 @@ def gc() -> None:
         counts = purge_expired(session, utcnow())
     console.print(
         f"purged {counts['events']} events, {counts['rewards']} rewards, "
-        f"{counts['trajectories']} trajectories",
+        f"{counts['trajectories']} trajectories, {counts['responses']} stored responses",
         highlight=False,
     )

@@ -44,7 +44,7 @@ def test_expired_events_their_rewards_and_emptied_trajectories_go(engine) -> Non
         )
     with transaction(engine) as session:
         counts = purge_expired(session, now)
-    assert counts == {"events": 3, "rewards": 2, "trajectories": 1}
+    assert counts == {"events": 3, "rewards": 2, "trajectories": 1, "responses": 0}
     with transaction(engine) as session:
         remaining = {t.id for t in list_trajectories(session, ALL_TENANTS)}
         assert remaining == {partly.id, untouched.id}
@@ -52,4 +52,9 @@ def test_expired_events_their_rewards_and_emptied_trajectories_go(engine) -> Non
         assert [r.value.value for r in list_rewards(session, "acme", trajectory_id=partly.id)] == [
             0.5
         ]
-        assert purge_expired(session, now) == {"events": 0, "rewards": 0, "trajectories": 0}
+        assert purge_expired(session, now) == {
+            "events": 0,
+            "rewards": 0,
+            "trajectories": 0,
+            "responses": 0,
+        }
