@@ -1,8 +1,9 @@
 """Capture records: what the gateway hands to the spool, and how a batch reaches the registry.
 
 Besides ATDP records, the spool carries the gateway's session placements (which version and
-replica a new session got), so they too are written off the request path and survive a
-crash.
+replica a new session got) and the Responses API responses it stores (for
+`previous_response_id` and `GET /v1/responses/{id}`), so they too are written off the
+request path and survive a crash.
 """
 
 from __future__ import annotations
@@ -18,15 +19,25 @@ from proxy import jsonio
 from registry import (
     SealedEvent,
     SessionRoute,
+    StoredResponse,
     TrajectoryEnd,
     route_session,
+    store_responses,
     transaction,
     write_batch,
 )
 
 __all__ = ["CaptureRecord", "RecordKind", "commit_records"]
 
-RecordKind = Literal["trajectory", "event", "reward", "sealed", "trajectory_end", "session_route"]
+RecordKind = Literal[
+    "trajectory",
+    "event",
+    "reward",
+    "sealed",
+    "trajectory_end",
+    "session_route",
+    "stored_response",
+]
 _MODELS: dict[str, type] = {
     "trajectory": Trajectory,
     "event": Event,
@@ -34,6 +45,7 @@ _MODELS: dict[str, type] = {
     "sealed": SealedEvent,
     "trajectory_end": TrajectoryEnd,
     "session_route": SessionRoute,
+    "stored_response": StoredResponse,
 }
 
 
@@ -48,7 +60,17 @@ class CaptureRecord:
     """
 
     kind: RecordKind
-    item: Trajectory | Event | Reward | SealedEvent | TrajectoryEnd | SessionRoute | dict | bytes
+    item: (
+        Trajectory
+        | Event
+        | Reward
+        | SealedEvent
+        | TrajectoryEnd
+        | SessionRoute
+        | StoredResponse
+        | dict
+        | bytes
+    )
 
     @cached_property
     def document(self) -> str:
@@ -92,7 +114,8 @@ _LINE_DATA_B = _LINE_DATA.encode()
 
 
 def commit_records(engine: Engine, records: list[CaptureRecord]) -> list[SessionRoute]:
-    """Write one batch in one transaction: placements, trajectories, events, rewards.
+    """Write one batch in one transaction: placements, trajectories, events, rewards,
+    stored responses.
 
     Returns the placements that lost: sessions another gateway (or an earlier run) had
     placed already, with the route in force, which the gateway must adopt.
@@ -114,4 +137,5 @@ def commit_records(engine: Engine, records: list[CaptureRecord]) -> list[Session
             sealed=[r.item for r in records if r.kind == "sealed"],
             endings=[r.item for r in records if r.kind == "trajectory_end"],
         )
+        store_responses(session, [r.item for r in records if r.kind == "stored_response"])
     return lost
