@@ -21,6 +21,7 @@ from proxy.config import GatewayConfig
 from proxy.errors import GatewayError, error_body, gateway_error_handler
 from proxy.feedback import EventReport, FeedbackReport, record_event, record_feedback
 from proxy.gateway import Gateway, Served
+from proxy.protocols import messages_api, responses_api
 from proxy.protocols.serving import (
     admit,
     header_dict,
@@ -30,6 +31,7 @@ from proxy.protocols.serving import (
     stream,
     validated_chat,
 )
+from proxy.protocols.store import ResponseStore
 from proxy.schemas import ChatCompletionRequest, describe_validation_error
 from proxy.telemetry import calling_trace, trace_of
 from registry import (
@@ -51,6 +53,7 @@ def create_app(config: GatewayConfig) -> FastAPI:
         gateway = Gateway(config)
         await gateway.start()
         app.state.gateway = gateway
+        app.state.responses = ResponseStore(gateway)
         try:
             yield
         finally:
@@ -63,6 +66,8 @@ def create_app(config: GatewayConfig) -> FastAPI:
     # GatewayAPI serves this route itself; the router keeps it for what that shortcut does
     # not match (other methods get 405; an app mounted under a root path).
     app.router.routes.append(Route("/v1/chat/completions", chat_completions, methods=["POST"]))
+    for path, handler, methods in [*responses_api.ROUTES, *messages_api.ROUTES]:
+        app.add_api_route(path, handler, methods=methods)
     app.add_api_route("/v1/models", list_models, methods=["GET"])
     app.add_api_route("/v1/feedback", feedback, methods=["POST"])
     app.add_api_route("/v1/events", agent_events, methods=["POST"])
@@ -131,8 +136,8 @@ class ChatEncoder:
         yield b"data: " + jsonio.dumps(payload) + b"\n\n"
         yield b"data: [DONE]\n\n"
 
-    def end(self, served: Served, answer: dict) -> Iterable[bytes]:
-        yield b"data: [DONE]\n\n"
+    async def end(self, served: Served, answer: dict) -> Iterable[bytes]:
+        return [b"data: [DONE]\n\n"]
 
 
 def _session_id(headers: dict[str, str], parsed: ChatCompletionRequest) -> str | None:
@@ -157,9 +162,15 @@ async def chat_completions(request: Request):
 
 
 async def list_models(request: Request) -> dict:
+    """The agents the key may use, as OpenAI lists models (or Anthropic, for a caller that
+    sends `anthropic-version`; its SDK sends the key as `x-api-key`)."""
     gateway = _gateway(request)
-    identity = await gateway.authenticate(request.headers.get("authorization"))
+    key = request.headers.get("x-api-key")
+    authorization = f"Bearer {key}" if key else request.headers.get("authorization")
+    identity = await gateway.authenticate(authorization)
     agents = [a for a in await gateway.catalog.agents_of(identity.tenant) if identity.may_use(a)]
+    if request.headers.get("anthropic-version"):
+        return messages_api.anthropic_models(agents)
     return {
         "object": "list",
         "data": [

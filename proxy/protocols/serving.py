@@ -207,7 +207,7 @@ class StreamEncoder(Protocol):
     def failure(self, message: str) -> Iterable[bytes]:
         """The events that end a stream the upstream broke off."""
 
-    def end(self, served: Served, answer: dict[str, Any]) -> Iterable[bytes]:
+    async def end(self, served: Served, answer: dict[str, Any]) -> Iterable[bytes]:
         """The closing events, once the whole answer (`answer`, as the agent sees it) is
         captured; not called after `failure`."""
 
@@ -319,7 +319,7 @@ async def stream(
                     )
                 )
         if failure is None:
-            for line in encoder.end(served, assemble_chunks(shown)):
+            for line in await encoder.end(served, assemble_chunks(shown)):
                 yield line
 
     return StreamingResponse(events(), media_type="text/event-stream", headers=headers)

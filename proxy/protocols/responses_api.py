@@ -1,0 +1,183 @@
+"""The HTTP routes of the OpenAI Responses API: create, retrieve, delete, input items.
+
+Served through the same pipeline as chat completions (see `proxy.protocols`). Errors are
+OpenAI's shape, as for chat completions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+
+from proxy import jsonio
+from proxy.errors import GatewayError
+from proxy.gateway import Gateway, Served
+from proxy.protocols import responses
+from proxy.protocols.serving import (
+    admit,
+    header_dict,
+    read_json,
+    response_headers,
+    serve,
+    sse,
+    stream,
+    validated_chat,
+)
+from proxy.protocols.store import Conversation, ResponseStore
+
+__all__ = ["ROUTES"]
+
+PROTOCOL = "responses"
+
+
+def _gateway(request: Request) -> Gateway:
+    return request.app.state.gateway
+
+
+def _store(request: Request) -> ResponseStore:
+    return request.app.state.responses
+
+
+async def create_response(request: Request):
+    gateway, store = _gateway(request), _store(request)
+    headers = header_dict(request)
+    body = await read_json(request, gateway.config.max_body_bytes)
+    identity = await gateway.authenticate(headers.get("authorization"))
+    if not isinstance(body, dict):
+        raise GatewayError(400, "The body must be a JSON object.", code="invalid_request")
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise GatewayError(400, "model: required, the agent's name.", param="model")
+    previous_id = body.get("previous_response_id")
+    history, previous_session = None, None
+    if previous_id is not None:
+        if not isinstance(previous_id, str):
+            raise GatewayError(400, "previous_response_id: must be a string.")
+        previous_session, before = await store.load(
+            identity.tenant, previous_id, param="previous_response_id"
+        )
+        history = before["messages"]
+    chat = responses.chat_request(body, history)
+    streaming = bool(body.get("stream"))
+    if streaming:
+        chat["stream"] = True
+    parsed = validated_chat(chat)
+    agent = headers.get("x-evoplane-agent") or body["model"]
+    metadata = parsed.metadata or {}
+    session = (
+        headers.get("x-session-id") or metadata.get("session_id") or previous_session or parsed.user
+    )
+    admitted = await admit(gateway, identity, headers, agent, session)
+    context = responses.ResponseContext(responses.new_response_id(), body)
+    new_messages = responses.chat_messages(responses.input_items(body.get("input")), "input")
+
+    def conversation(response: dict[str, Any]) -> Conversation:
+        answer = responses.assistant_message(response)
+        return {
+            "response": response,
+            "messages": [*(history or []), *new_messages, *([answer] if answer else [])],
+            "input_items": _with_ids(responses.input_items(body.get("input"))),
+        }
+
+    async def keep(served: Served, response: dict[str, Any]) -> None:
+        if body.get("store", True) is not False:
+            await store.save(identity.tenant, agent, served, previous_id, conversation(response))
+
+    if streaming:
+        encoder = _ResponsesEncoder(responses.ResponsesStream(context), keep)
+        return await stream(gateway, admitted, chat, encoder, (PROTOCOL, body))
+    completion, served = await serve(gateway, admitted, chat, (PROTOCOL, body))
+    response = responses.response_object(completion, context)
+    await keep(served, response)
+    return Response(
+        jsonio.dumps(response), media_type="application/json", headers=response_headers(served)
+    )
+
+
+class _ResponsesEncoder:
+    """Responses stream events as server-sent events; stores the response at the end."""
+
+    def __init__(self, translator: responses.ResponsesStream, keep) -> None:
+        self.translator, self.keep = translator, keep
+
+    def start(self) -> Iterable[bytes]:
+        return [sse(kind, event) for kind, event in self.translator.start()]
+
+    def chunk(self, chunk: dict) -> Iterable[bytes]:
+        return [sse(kind, event) for kind, event in self.translator.chunk(chunk)]
+
+    def failure(self, message: str) -> Iterable[bytes]:
+        return [sse(kind, event) for kind, event in self.translator.fail(message)]
+
+    async def end(self, served: Served, answer: dict) -> Iterable[bytes]:
+        lines = [sse(kind, event) for kind, event in self.translator.finish()]
+        await self.keep(served, self.translator.response)
+        return lines
+
+
+def _with_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Input items as the API lists them: each with an id and, for messages, a type."""
+    listed = []
+    for item in items:
+        item = dict(item)
+        kind = item.setdefault("type", "message")
+        if "id" not in item:
+            prefix = {"message": "msg", "function_call": "fc"}.get(kind, "item")
+            item["id"] = responses.new_response_id().replace("resp", prefix, 1)
+        if kind == "message" and isinstance(item.get("content"), str):
+            text_type = "output_text" if item.get("role") == "assistant" else "input_text"
+            item["content"] = [{"type": text_type, "text": item["content"]}]
+        listed.append(item)
+    return listed
+
+
+async def _owned(request: Request, response_id: str) -> Conversation:
+    gateway = _gateway(request)
+    identity = await gateway.authenticate(request.headers.get("authorization"))
+    _, conversation = await _store(request).load(identity.tenant, response_id, param="response_id")
+    return conversation
+
+
+async def get_response(request: Request, response_id: str) -> JSONResponse:
+    return JSONResponse((await _owned(request, response_id))["response"])
+
+
+async def delete_response(request: Request, response_id: str) -> JSONResponse:
+    gateway = _gateway(request)
+    identity = await gateway.authenticate(request.headers.get("authorization"))
+    await _store(request).delete(identity.tenant, response_id)
+    return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
+
+
+async def list_input_items(
+    request: Request, response_id: str, order: str = "desc", limit: int = 20, after: str = ""
+) -> JSONResponse:
+    """The response's own input items, newest first unless `order=asc`, paged by `after`."""
+    if order not in {"asc", "desc"} or not 1 <= limit <= 100:
+        raise GatewayError(400, "order must be asc or desc and limit 1 to 100.", param="order")
+    items = (await _owned(request, response_id))["input_items"]
+    if order == "desc":
+        items = items[::-1]
+    if after:
+        ids = [item["id"] for item in items]
+        items = items[ids.index(after) + 1 :] if after in ids else []
+    page = items[:limit]
+    return JSONResponse(
+        {
+            "object": "list",
+            "data": page,
+            "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None,
+            "has_more": len(items) > limit,
+        }
+    )
+
+
+ROUTES = [
+    ("/v1/responses", create_response, ["POST"]),
+    ("/v1/responses/{response_id}", get_response, ["GET"]),
+    ("/v1/responses/{response_id}", delete_response, ["DELETE"]),
+    ("/v1/responses/{response_id}/input_items", list_input_items, ["GET"]),
+]
