@@ -58,8 +58,8 @@ from atdp.version import (
 
 __all__ = [
     "AGENT_REQUEST",
-    "PROTOCOL_REQUEST",
     "ATDP_VERSION",
+    "PROTOCOL_REQUEST",
     "Action",
     "BinaryValue",
     "CategoricalValue",
@@ -104,8 +104,8 @@ __all__ = [
     "VersionRefs",
     "VersionSpec",
     "agent_request",
-    "protocol_request",
     "new_id",
+    "protocol_request",
     "rename_arguments",
     "utcnow",
 ]

@@ -6,10 +6,12 @@ continuation is served like any request whose history the agent had sent in full
 
 Stored responses are written through the capture spool (durable before the answer leaves,
 committed off the request path) and kept in memory for a while, so a continuation that
-follows at once never waits for the registry. They are the tenant's raw conversation: they
-expire with the tenant's retention (30 days without one, as OpenAI keeps them), are sealed
-with the gateway's seal key when the tenant's policy asks for sealed raw copies, and are
-never read by evolution (which reads the redacted events).
+follows at once never waits for the registry. Nothing raw is at rest: with a seal key the
+gateway stores the conversation sealed (encrypted), so a continuation reads it back as the
+agent wrote it; without one it stores it redacted by the tenant's policy, so a continuation
+served from the registry (after this process forgot it) sees placeholders where redaction
+found something. Stored responses expire with the tenant's retention (30 days without one,
+as OpenAI keeps them) and are never read by evolution, which reads the events.
 """
 
 from __future__ import annotations
@@ -61,8 +63,10 @@ class ResponseStore:
         retention = (
             timedelta(days=policy.retention_days) if policy.retention_days else DEFAULT_RETENTION
         )
-        text = jsonio.dumps(conversation).decode()
-        key = self.gateway.config.seal_key if policy.seal_raw else None
+        key = self.gateway.config.seal_key
+        redactor = self.gateway.redactor_for(policy)
+        at_rest = conversation if key else redactor.redact_json(conversation)
+        text = jsonio.dumps(at_rest).decode()
         record = StoredResponse(
             id=conversation["response"]["id"],
             tenant=tenant,

@@ -259,3 +259,38 @@ def test_what_cannot_be_served_is_a_clear_openai_error(live) -> None:
         sdk.responses.create(model="no-such-agent", input="hi")
     with pytest.raises(openai.AuthenticationError):
         client(server, "wrong-key").responses.create(model="support-bot", input="hi")
+
+
+@pytest.mark.parametrize("sealed", [False, True])
+def test_nothing_raw_is_at_rest_and_a_restarted_gateway_continues(
+    world, registry_url, tmp_path, upstream, sealed
+) -> None:
+    """Without a seal key the stored conversation is redacted; with one it is sealed and a
+    continuation served from the registry reads back what the agent wrote."""
+    from cryptography.fernet import Fernet
+
+    from proxy.config import GatewayConfig
+    from registry import get_stored_response
+    from tests.support.gateway import GatewayServer
+
+    engine, keys = world
+    config = GatewayConfig(
+        database_url=registry_url,
+        spool_dir=tmp_path / "spool",
+        seal_key=Fernet.generate_key().decode() if sealed else None,
+    )
+    secret = "Write to ada.lovelace@example.com about it."
+    with GatewayServer(config) as server:
+        first = client(server, keys["acme"]).responses.create(model="support-bot", input=secret)
+        server.flush()
+    with transaction(engine) as session:
+        at_rest = get_stored_response(session, "acme", first.id)
+    assert "ada.lovelace@example.com" not in at_rest.document
+    assert at_rest.sealed is sealed
+
+    with GatewayServer(config) as server:  # a new process: nothing in memory
+        client(server, keys["acme"]).responses.create(
+            model="support-bot", input="And then?", previous_response_id=first.id
+        )
+    history = upstream.requests[-1]["messages"][1]["content"]
+    assert ("ada.lovelace@example.com" in history) is sealed
