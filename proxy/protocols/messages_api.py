@@ -1,0 +1,162 @@
+"""The HTTP routes of Anthropic's Messages API: messages, count_tokens, and the model list
+in Anthropic's shape.
+
+Served through the same pipeline as chat completions (see `proxy.protocols`). The key
+comes as `x-api-key` (Anthropic's SDKs) or `Authorization: Bearer`; `anthropic-version`
+is accepted and not needed. Every error is Anthropic's shape, so the SDK raises the
+exception its users catch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
+from functools import wraps
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+
+from proxy import jsonio
+from proxy.catalog import RegistryUnreachable
+from proxy.errors import GatewayError
+from proxy.gateway import Gateway, Served
+from proxy.protocols import messages
+from proxy.protocols.serving import (
+    admit,
+    header_dict,
+    read_json,
+    response_headers,
+    serve,
+    sse,
+    stream,
+    validated_chat,
+)
+from registry import ApiKeyIdentity
+
+__all__ = ["ROUTES", "anthropic_models"]
+
+PROTOCOL = "messages"
+
+
+def _anthropic_errors(handler: Callable[..., Awaitable[Response]]):
+    """Render the gateway's errors in Anthropic's shape."""
+
+    @wraps(handler)
+    async def handle(request: Request, *args: Any, **kwargs: Any) -> Response:
+        try:
+            return await handler(request, *args, **kwargs)
+        except GatewayError as error:
+            return JSONResponse(
+                messages.error_document(error.status, error.message),
+                status_code=error.status,
+                headers=error.headers,
+            )
+        except RegistryUnreachable:
+            message = "The registry is unreachable and this gateway has nothing cached."
+            return JSONResponse(messages.error_document(503, message), status_code=503)
+
+    return handle
+
+
+async def _identify(gateway: Gateway, headers: dict[str, str]) -> ApiKeyIdentity:
+    key = headers.get("x-api-key")
+    return await gateway.authenticate(f"Bearer {key}" if key else headers.get("authorization"))
+
+
+async def _request(request: Request) -> tuple[Gateway, dict[str, str], ApiKeyIdentity, dict]:
+    gateway: Gateway = request.app.state.gateway
+    headers = header_dict(request)
+    body = await read_json(request, gateway.config.max_body_bytes)
+    identity = await _identify(gateway, headers)
+    if not isinstance(body, dict):
+        raise GatewayError(400, "The body must be a JSON object.", code="invalid_request")
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise GatewayError(400, "model: required, the agent's name.", param="model")
+    return gateway, headers, identity, body
+
+
+@_anthropic_errors
+async def create_message(request: Request) -> Response:
+    gateway, headers, identity, body = await _request(request)
+    chat = messages.chat_request(body)
+    streaming = bool(body.get("stream"))
+    if streaming:
+        chat["stream"] = True
+    parsed = validated_chat(chat)
+    agent = headers.get("x-evoplane-agent") or body["model"]
+    admitted = await admit(
+        gateway, identity, headers, agent, headers.get("x-session-id") or parsed.user
+    )
+    context = messages.MessageContext(
+        messages.new_message_id(), body["model"], tuple(body.get("stop_sequences") or ())
+    )
+    if streaming:
+        encoder = _MessagesEncoder(messages.MessagesStream(context))
+        return await stream(gateway, admitted, chat, encoder, (PROTOCOL, body))
+    completion, served = await serve(gateway, admitted, chat, (PROTOCOL, body))
+    answer = messages.message_object(completion, context)
+    return Response(
+        jsonio.dumps(answer), media_type="application/json", headers=response_headers(served)
+    )
+
+
+class _MessagesEncoder:
+    def __init__(self, translator: messages.MessagesStream) -> None:
+        self.translator = translator
+
+    def start(self) -> Iterable[bytes]:
+        return [sse(kind, event) for kind, event in self.translator.start()]
+
+    def chunk(self, chunk: dict) -> Iterable[bytes]:
+        return [sse(kind, event) for kind, event in self.translator.chunk(chunk)]
+
+    def failure(self, message: str) -> Iterable[bytes]:
+        return [sse(kind, event) for kind, event in self.translator.fail(message)]
+
+    async def end(self, served: Served, answer: dict) -> Iterable[bytes]:
+        return [sse(kind, event) for kind, event in self.translator.finish()]
+
+
+@_anthropic_errors
+async def count_tokens(request: Request) -> Response:
+    """The prompt's tokens as the version's model would read them (harness and memory
+    included): asked of the upstream itself, as a one-token completion whose usage counts
+    the prompt exactly, whatever its tokenizer. Not recorded: no agent step happened."""
+    gateway, headers, identity, body = await _request(request)
+    chat = messages.chat_request({**body, "max_tokens": 1})
+    validated_chat(chat)
+    agent = headers.get("x-evoplane-agent") or body["model"]
+    admitted = await admit(gateway, identity, headers, agent, headers.get("x-session-id"))
+    route, overlaid = await gateway.prepare(
+        admitted.tenant, agent, admitted.session, chat, pin=admitted.pin, harness=admitted.harness
+    )
+    engine = gateway.engine_for(route.version, route.base_url)
+    one_token = replace(overlaid, body={**overlaid.body, "max_tokens": 1, "stream": False})
+    completion = await gateway.complete(engine, one_token)
+    counted = (completion.get("usage") or {}).get("prompt_tokens")
+    if not isinstance(counted, int):
+        raise GatewayError(
+            502, "The upstream model reports no token usage to count with.", code="upstream_error"
+        )
+    return JSONResponse({"input_tokens": counted})
+
+
+def anthropic_models(agents: list[str]) -> dict[str, Any]:
+    """The agents a key may use, as Anthropic's `GET /v1/models` lists models."""
+    data = [
+        {"type": "model", "id": agent, "display_name": agent, "created_at": "1970-01-01T00:00:00Z"}
+        for agent in agents
+    ]
+    return {
+        "data": data,
+        "has_more": False,
+        "first_id": data[0]["id"] if data else None,
+        "last_id": data[-1]["id"] if data else None,
+    }
+
+
+ROUTES = [
+    ("/v1/messages", create_message, ["POST"]),
+    ("/v1/messages/count_tokens", count_tokens, ["POST"]),
+]
