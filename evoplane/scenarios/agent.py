@@ -1,20 +1,21 @@
-"""A team's agent on the plain `openai` SDK: only `base_url` points at Evoplane.
+"""A team's agent on a plain SDK: only `base_url` points at Evoplane.
 
 Ordinary tool-calling code: it sends the conversation and its tools, runs the tool the model
 calls against the world's API, sends the result back and returns the model's answer. Teams
-write agents differently, and each world's agent does (`AgentStyle`): some report the tools
-they ran and how a task ended to `/v1/events`, some stream, some name the task type.
+write agents differently, and each world's agent does (`AgentStyle`): on chat completions,
+the Responses API or Anthropic's Messages API; some report the tools they ran and how a
+task ended to `/v1/events`, some stream, some name the task type.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import httpx
-import openai
 
+from evoplane.scenarios.clients import client_for
 from evoplane.scenarios.world import Task, World
 
 __all__ = ["AgentStyle", "Conversation", "Reply", "ScenarioAgent"]
@@ -32,12 +33,15 @@ class AgentStyle:
         reports_outcome: reports a tool task's outcome when the tool ran (task_outcome).
         streams: asks for streamed completions.
         task_types: names the task type in `metadata.task_type`.
+        protocol: the API it speaks: chat completions, the Responses API (`openai`), or
+            Anthropic's Messages API (`anthropic`).
     """
 
     reports_tools: bool = False
     reports_outcome: bool = False
     streams: bool = False
     task_types: bool = False
+    protocol: Literal["chat", "responses", "messages"] = "chat"
 
 
 @dataclass
@@ -66,7 +70,7 @@ class ScenarioAgent:
         self, agent: str, tenant: str, key: str, gateway: str, world: World, style: AgentStyle
     ) -> None:
         self.agent, self.tenant, self.world, self.style = agent, tenant, world, style
-        self.client = openai.OpenAI(base_url=gateway, api_key=key, max_retries=2, timeout=120)
+        self.client = client_for(style.protocol, gateway, key)
         self.http = httpx.Client(
             base_url=gateway, headers={"Authorization": f"Bearer {key}"}, timeout=60
         )
@@ -90,28 +94,15 @@ class ScenarioAgent:
         return Reply(text="", ran=ran, **served)
 
     def _complete(self, conversation: Conversation) -> tuple[dict[str, Any], dict[str, Any]]:
-        tools = self.world.tool_specs()
-        extra: dict[str, Any] = {}
-        if self.style.task_types:
-            extra["metadata"] = {"task_type": conversation.task.kind}
-        raw = self.client.chat.completions.with_raw_response.create(
-            model=self.agent,
-            messages=conversation.messages,
-            tools=tools,
+        metadata = {"task_type": conversation.task.kind} if self.style.task_types else None
+        return self.client.complete(
+            self.agent,
+            conversation.messages,
+            self.world.tool_specs(),
+            session=conversation.session,
+            metadata=metadata,
             stream=self.style.streams,
-            extra_headers={"X-Session-Id": conversation.session},
-            **extra,
         )
-        # A stream's headers leave before its event exists: no event id, and the trajectory
-        # only from the session's second turn on.
-        served = {
-            "event_id": raw.headers.get("X-Evoplane-Event-Id"),
-            "trajectory_id": raw.headers.get("X-Evoplane-Trajectory-Id"),
-            "version": raw.headers["X-Evoplane-Version"],
-        }
-        parsed = raw.parse()
-        message = _streamed(parsed) if self.style.streams else _message(parsed)
-        return message, served
 
     def _run(
         self, conversation: Conversation, call: dict[str, Any], event_id: str | None
@@ -181,35 +172,6 @@ class ScenarioAgent:
         response = self.http.post(path, json=body)
         if response.status_code >= 400:
             raise RuntimeError(f"POST {path} answered {response.status_code}: {response.text}")
-
-
-def _message(completion: Any) -> dict[str, Any]:
-    return completion.choices[0].message.model_dump(exclude_none=True)
-
-
-def _streamed(stream: Any) -> dict[str, Any]:
-    """The assistant message a stream spells out, as the SDK's users assemble it."""
-    content: list[str] = []
-    calls: dict[int, dict[str, Any]] = {}
-    for chunk in stream:
-        if not chunk.choices:
-            continue
-        delta = chunk.choices[0].delta
-        if delta.content:
-            content.append(delta.content)
-        for part in delta.tool_calls or []:
-            call = calls.setdefault(
-                part.index,
-                {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
-            )
-            call["id"] = part.id or call["id"]
-            if part.function is not None:
-                call["function"]["name"] += part.function.name or ""
-                call["function"]["arguments"] += part.function.arguments or ""
-    message: dict[str, Any] = {"role": "assistant", "content": "".join(content) or None}
-    if calls:
-        message["tool_calls"] = [calls[index] for index in sorted(calls)]
-    return message
 
 
 def _maybe_json(text: str) -> Any:

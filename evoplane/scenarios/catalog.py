@@ -85,11 +85,12 @@ class Scenario:
 
 # How each world's users and agent behave (see the world modules).
 _TRAVELLERS = FeedbackStyle(channel="turn", rating="score", rate_good=0.7)
-_TRAVEL_AGENT = AgentStyle(task_types=True)
+# The three teams speak the three protocols the gateway serves.
+_TRAVEL_AGENT = AgentStyle(task_types=True, protocol="responses")
 _EMPLOYEES = FeedbackStyle(channel="turn", rating="thumbs", rate_good=0.6)
 _HELPDESK_AGENT = AgentStyle(reports_tools=True, reports_outcome=True)
 _PATIENTS = FeedbackStyle(channel="box", rating="thumbs", rate_good=0.6)
-_CLINIC_AGENT = AgentStyle(streams=True, task_types=True)
+_CLINIC_AGENT = AgentStyle(streams=True, task_types=True, protocol="messages")
 
 _TRAVEL_BASE = (Load("booking", 0.15), Load("checkin", 0.1), Load("search", 0.15))
 _HELPDESK_BASE = (Load("ticket", 0.2), Load("hours", 0.15))

@@ -88,9 +88,13 @@ def chat_request(body: dict[str, Any]) -> dict[str, Any]:
             chat[key] = body[key]
     if body.get("stop_sequences"):
         chat["stop"] = list(body["stop_sequences"])
-    user = (body.get("metadata") or {}).get("user_id")
-    if user:
-        chat["user"] = str(user)
+    metadata = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+    if metadata.get("user_id"):
+        chat["user"] = str(metadata["user_id"])
+    # Other keys (`task_type`, `session_id`) mean what they mean on chat completions.
+    rest = {key: value for key, value in metadata.items() if key != "user_id"}
+    if rest:
+        chat["metadata"] = rest
     if body.get("tools"):
         chat["tools"] = [_chat_tool(tool, i) for i, tool in enumerate(body["tools"])]
     choice = body.get("tool_choice")

@@ -5,7 +5,10 @@ Three worlds the control plane was not built on, each with a failure the demo ne
 a fact every clinic's patients correct through a streaming agent's feedback widget, an
 identity API whose every call is refused (only the refusals say the format), and travellers
 who ask in their own words, with a plain score of 0, for something the instructions never
-say. The whole suite (`evoplane bench scenarios`) is a benchmark: benchmarks/RESULTS.md.
+say. Each team speaks another protocol (the clinic's agent Anthropic's Messages API, the
+travel agent the Responses API, the helpdesk's chat completions): each evolution is
+diagnosed and gated from that protocol's traffic alone. The whole suite
+(`evoplane bench scenarios`) is a benchmark: benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -13,11 +16,15 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from sqlmodel import select
 
+from atdp import EventKind, protocol_request
 from evoplane.demo.stack import stack
 from evoplane.scenarios.catalog import CI_SUBSET, by_name
 from evoplane.scenarios.runner import ScenarioResult, run_scenarios
 from evoplane.settings import Settings
+from registry import create_db_engine, transaction
+from registry.tables import EventRow, TrajectoryRow
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow, pytest.mark.timeout(480)]
 
@@ -45,3 +52,25 @@ async def test_the_ci_subset_of_scenarios_passes_on_the_real_stack(
         assert evolution.before <= 0.5 <= 0.9 <= evolution.after
         # The replay gate ran (with the generic safety suite, judged against the parent).
         assert evolution.gates[0] == "replay:pass", evolution.gates
+    assert protocols(stack_settings.registry_url) == {
+        "fact-shared": {"messages"},
+        "tool-format-none": {"chat"},
+        "instruction-free-text": {"responses"},
+    }
+
+
+def protocols(url: str) -> dict[str, set[str]]:
+    """The protocols each scenario's user traffic came in on (by agent-name prefix)."""
+    engine = create_db_engine(url)
+    found: dict[str, set[str]] = {}
+    with transaction(engine) as session:
+        rows = session.exec(
+            select(TrajectoryRow.agent, EventRow.body)
+            .join(EventRow, EventRow.trajectory_id == TrajectoryRow.id)
+            .where(EventRow.kind == EventKind.LLM_CALL.value, EventRow.traffic == "user")
+        )
+        for agent, body in rows:
+            data = (body.get("observation") or {}).get("data")
+            found.setdefault(agent.rsplit("-", 1)[0], set()).add(protocol_request(data)[0])
+    engine.dispose()
+    return found
