@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from pydantic import Field, SecretStr
 from pydantic_settings import (
@@ -119,6 +120,21 @@ class Settings(BaseSettings):
         default=None,
         description="Key for sealed raw copies of redacted events (`evoplane key seal-key`).",
     )
+    otel_endpoint: str | None = Field(
+        default=None,
+        description="OTLP/HTTP collector (base URL, or its /v1/traces URL) the gateway sends "
+        "an OpenTelemetry GenAI span per served call to; unset: no spans.",
+    )
+    otel_headers: SecretStr | None = Field(
+        default=None,
+        description="Headers of each export, `name=value,name=value` as in "
+        "OTEL_EXPORTER_OTLP_HEADERS (MLflow wants x-mlflow-experiment-id=ID).",
+    )
+    otel_content: bool = Field(
+        default=False,
+        description="Also put each call's messages on its span, as redaction stored them.",
+    )
+    otel_service_name: str = Field(default="evoplane-gateway", description="The spans' service.")
 
     @classmethod
     def settings_customise_sources(
@@ -157,6 +173,23 @@ class Settings(BaseSettings):
     @property
     def mlflow_backend_store(self) -> str:
         return self.mlflow_backend_uri or f"sqlite:///{self.data_dir.resolve() / 'mlflow.db'}"
+
+    @property
+    def otel_header_map(self) -> dict[str, str]:
+        """`otel_headers` as a mapping: comma-separated `name=value` pairs, values
+        percent-decoded (the OTEL_EXPORTER_OTLP_HEADERS format)."""
+        text = self.otel_headers.get_secret_value() if self.otel_headers else ""
+        headers = {}
+        for number, pair in enumerate(filter(None, map(str.strip, text.split(","))), 1):
+            name, equals, value = pair.partition("=")
+            if not equals or not name.strip():
+                # The entry is not echoed: it may hold a token.
+                raise SettingsError(
+                    f"EVOPLANE_OTEL_HEADERS entry {number} is not `name=value`; "
+                    "separate headers with commas, e.g. x-mlflow-experiment-id=1,authorization=..."
+                )
+            headers[name.strip().lower()] = unquote(value.strip())
+        return headers
 
     @property
     def embedded_temporal(self) -> bool:

@@ -27,6 +27,10 @@ def gateway_config(settings: Settings):
         local_threads=settings.local_threads,
         local_max_models=settings.local_max_models,
         catalog_ttl=settings.catalog_ttl,
+        otel_endpoint=settings.otel_endpoint,
+        otel_headers=settings.otel_header_map,
+        otel_content=settings.otel_content,
+        otel_service_name=settings.otel_service_name,
     )
 
 

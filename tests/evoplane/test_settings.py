@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from evoplane.settings import load_settings
+from evoplane.settings import SettingsError, load_settings
 
 
 @pytest.fixture(autouse=True)
@@ -86,6 +86,26 @@ def test_gateway_config_carries_the_seal_key_and_local_engine_settings(monkeypat
     assert config.seal_key == "k" * 43 + "="
     assert (config.local_threads, config.local_device) == (1, "cuda:1")
     assert config.catalog_ttl == 0.25
+
+
+def test_gateway_config_carries_the_opentelemetry_settings(monkeypatch) -> None:
+    from evoplane.cli.gateway_cmd import gateway_config
+
+    config = gateway_config(load_settings())
+    assert (config.otel_endpoint, config.otel_headers, config.otel_content) == (None, {}, False)
+    monkeypatch.setenv("EVOPLANE_OTEL_ENDPOINT", "http://127.0.0.1:5000/v1/traces")
+    headers = "x-mlflow-experiment-id=7, Authorization=Basic%20YWI="
+    monkeypatch.setenv("EVOPLANE_OTEL_HEADERS", headers)
+    monkeypatch.setenv("EVOPLANE_OTEL_CONTENT", "true")
+    monkeypatch.setenv("EVOPLANE_OTEL_SERVICE_NAME", "edge-gateway")
+    config = gateway_config(load_settings())
+    assert config.otel_endpoint == "http://127.0.0.1:5000/v1/traces"
+    assert config.otel_headers == {"x-mlflow-experiment-id": "7", "authorization": "Basic YWI="}
+    assert (config.otel_content, config.otel_service_name) == (True, "edge-gateway")
+    monkeypatch.setenv("EVOPLANE_OTEL_HEADERS", "x-mlflow-experiment-id=7,secret-token")
+    with pytest.raises(SettingsError, match="entry 2 is not `name=value`") as refused:
+        gateway_config(load_settings())
+    assert "secret-token" not in str(refused.value)
 
 
 def test_temporal_tls_follows_the_settings(monkeypatch, tmp_path: Path) -> None:
