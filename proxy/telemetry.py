@@ -10,6 +10,7 @@ Evoplane's ids under `evoplane.*`; message contents only when the config asks fo
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -105,20 +106,37 @@ class CallTelemetry:
         """
         if self._provider is None:
             return
+        # Built once the answer has left: the loop runs this after the current task's step,
+        # which writes the response (in a copy of this context, so `calling_trace` holds).
+        end = time.time_ns()
+        asyncio.get_running_loop().call_soon(self._record, exchange, llm, end, latency_ms, error)
+
+    def _record(
+        self,
+        exchange: Exchange,
+        llm: EventDocument,
+        end: int,
+        latency_ms: float,
+        error: str | None,
+    ) -> None:
         try:
-            self._record(exchange, llm, latency_ms, error)
+            self._span(exchange, llm, end, latency_ms, error)
         except Exception:  # noqa: BLE001 - a span is never worth a failed call
             log.exception("building the span of a call failed")
 
-    def _record(
-        self, exchange: Exchange, llm: EventDocument, latency_ms: float, error: str | None
+    def _span(
+        self,
+        exchange: Exchange,
+        llm: EventDocument,
+        end: int,
+        latency_ms: float,
+        error: str | None,
     ) -> None:
         attributes = span_attributes(exchange, llm, error)
         if self.content:
             attributes.update(content_attributes(llm))
         traceparent = calling_trace.get()
         parent = self._propagator.extract({"traceparent": traceparent}) if traceparent else None
-        end = time.time_ns()
         span = self._tracer.start_span(
             f"chat {exchange.agent}",
             context=parent,
