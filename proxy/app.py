@@ -21,6 +21,7 @@ from proxy.config import GatewayConfig
 from proxy.errors import GatewayError, error_body, gateway_error_handler
 from proxy.feedback import EventReport, FeedbackReport, record_event, record_feedback
 from proxy.gateway import Gateway, Served
+from proxy.otlp import export_traces
 from proxy.protocols import messages_api, responses_api
 from proxy.protocols.serving import (
     admit,
@@ -73,6 +74,7 @@ def create_app(config: GatewayConfig) -> FastAPI:
     app.add_api_route("/v1/events", agent_events, methods=["POST"])
     app.add_api_route("/v1/trajectories/{trajectory_id}", read_trajectory, methods=["GET"])
     app.add_api_route("/v1/export", export, methods=["GET"])
+    app.add_api_route("/v1/traces", export_traces, methods=["POST"])
     app.add_api_route("/healthz", health, methods=["GET"])
     return app
 
