@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from starlette.routing import Route
 
 from proxy import jsonio
+from proxy.agent_version import agent_version
 from proxy.catalog import RegistryUnreachable
 from proxy.config import GatewayConfig
 from proxy.errors import GatewayError, error_body, gateway_error_handler
@@ -75,6 +76,7 @@ def create_app(config: GatewayConfig) -> FastAPI:
     app.add_api_route("/v1/trajectories/{trajectory_id}", read_trajectory, methods=["GET"])
     app.add_api_route("/v1/export", export, methods=["GET"])
     app.add_api_route("/v1/traces", export_traces, methods=["POST"])
+    app.add_api_route("/v1/agents/{agent}/version", agent_version, methods=["GET"])
     app.add_api_route("/healthz", health, methods=["GET"])
     return app
 
