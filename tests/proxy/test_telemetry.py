@@ -8,6 +8,7 @@ import json
 import socket
 import time
 
+import anthropic
 import openai
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -123,6 +124,38 @@ def test_a_streamed_call_is_one_span_once_the_stream_ends(traced, collector) -> 
     assert span.attributes["gen_ai.usage.output_tokens"] == usage.completion_tokens > 0
     assert span.attributes["gen_ai.conversation.id"] == "otel-stream"
     assert span.attributes["evoplane.protocol"] == "chat"
+
+
+def test_calls_over_the_responses_and_messages_apis_name_their_protocol(traced, collector):
+    """The real SDKs of the other two APIs: a span each, in the same shape, with the
+    protocol the call came in on."""
+    server, keys = traced
+    response = client(server, keys["acme"]).responses.create(
+        model="support-bot", input="Where is my parcel?", extra_headers={"X-Session-Id": "r-1"}
+    )
+    messages = anthropic.Anthropic(
+        base_url=server.base_url.removesuffix("/v1"), api_key=keys["acme"], max_retries=0
+    )
+    message = messages.messages.create(
+        model="support-bot",
+        max_tokens=64,
+        messages=[{"role": "user", "content": "Where is my parcel?"}],
+        extra_headers={"X-Session-Id": "m-1"},
+    )
+    spans = {s.attributes["evoplane.protocol"]: s for s in exported(server, collector, 2)}
+
+    assert set(spans) == {"responses", "messages"}
+    for protocol, session in (("responses", "r-1"), ("messages", "m-1")):
+        span = spans[protocol]
+        assert span.name == "chat support-bot" and span.kind == "CLIENT"
+        assert span.attributes["gen_ai.conversation.id"] == session
+        assert span.attributes["gen_ai.response.model"] == "scripted-model"
+    assert spans["responses"].attributes["gen_ai.usage.output_tokens"] == (
+        response.usage.output_tokens
+    )
+    assert spans["messages"].attributes["gen_ai.usage.output_tokens"] == (
+        message.usage.output_tokens
+    )
 
 
 def test_the_span_is_a_child_of_the_callers_trace(traced, collector) -> None:
