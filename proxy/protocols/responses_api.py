@@ -26,7 +26,7 @@ from proxy.protocols.serving import (
     stream,
     validated_chat,
 )
-from proxy.protocols.store import Conversation, ResponseStore
+from proxy.protocols.store import ResponseStore
 
 __all__ = ["ROUTES"]
 
@@ -55,10 +55,9 @@ async def create_response(request: Request):
     if previous_id is not None:
         if not isinstance(previous_id, str):
             raise GatewayError(400, "previous_response_id: must be a string.")
-        previous_session, before = await store.load(
+        previous_session, history = await store.conversation(
             identity.tenant, previous_id, param="previous_response_id"
         )
-        history = before["messages"]
     chat = responses.chat_request(body, history)
     streaming = bool(body.get("stream"))
     if streaming:
@@ -71,19 +70,11 @@ async def create_response(request: Request):
     )
     admitted = await admit(gateway, identity, headers, agent, session)
     context = responses.ResponseContext(responses.new_response_id(), body)
-    new_messages = responses.chat_messages(responses.input_items(body.get("input")), "input")
-
-    def conversation(response: dict[str, Any]) -> Conversation:
-        answer = responses.assistant_message(response)
-        return {
-            "response": response,
-            "messages": [*(history or []), *new_messages, *([answer] if answer else [])],
-            "input_items": _with_ids(responses.input_items(body.get("input"))),
-        }
 
     async def keep(served: Served, response: dict[str, Any]) -> None:
         if body.get("store", True) is not False:
-            await store.save(identity.tenant, agent, served, previous_id, conversation(response))
+            document = {"response": response, "input": _with_ids(body.get("input"))}
+            await store.save(identity.tenant, agent, served, previous_id, document)
 
     if streaming:
         encoder = _ResponsesEncoder(responses.ResponsesStream(context), keep)
@@ -117,10 +108,11 @@ class _ResponsesEncoder:
         return lines
 
 
-def _with_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Input items as the API lists them: each with an id and, for messages, a type."""
+def _with_ids(value: Any) -> list[dict[str, Any]]:
+    """A request's input as the API lists its items: each with an id and, for messages, a
+    type and content parts."""
     listed = []
-    for item in items:
+    for item in responses.input_items(value):
         item = dict(item)
         kind = item.setdefault("type", "message")
         if "id" not in item:
@@ -133,11 +125,12 @@ def _with_ids(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return listed
 
 
-async def _owned(request: Request, response_id: str) -> Conversation:
+async def _owned(request: Request, response_id: str) -> dict[str, Any]:
+    """The document of a response of the caller's tenant (404 otherwise)."""
     gateway = _gateway(request)
     identity = await gateway.authenticate(request.headers.get("authorization"))
-    _, conversation = await _store(request).load(identity.tenant, response_id, param="response_id")
-    return conversation
+    turn = await _store(request).turn(identity.tenant, response_id, param="response_id")
+    return turn.document
 
 
 async def get_response(request: Request, response_id: str) -> JSONResponse:
@@ -157,7 +150,7 @@ async def list_input_items(
     """The response's own input items, newest first unless `order=asc`, paged by `after`."""
     if order not in {"asc", "desc"} or not 1 <= limit <= 100:
         raise GatewayError(400, "order must be asc or desc and limit 1 to 100.", param="order")
-    items = (await _owned(request, response_id))["input_items"]
+    items = (await _owned(request, response_id))["input"]
     if order == "desc":
         items = items[::-1]
     if after:

@@ -1,8 +1,11 @@
 """The Responses API's stored responses: what `previous_response_id` continues.
 
-A stored response keeps, besides the response object, the conversation it ended (in chat
-form, as the agent wrote it: before any version's overlays) and its own input items, so a
-continuation is served like any request whose history the agent had sent in full.
+A stored response keeps the response object and its request's own input items, and
+names the response it continued: the conversation a continuation shows the model is the
+chain's inputs and answers, oldest first, in chat form as the agent wrote them (before any
+version's overlays), so it is served like a request whose history the agent had sent in
+full. Each response stores only its own turn, so a long conversation costs no more per
+turn than a short one.
 
 Stored responses are written through the capture spool (durable before the answer leaves,
 committed off the request path) and kept in memory for a while, so a continuation that
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -26,20 +30,25 @@ from proxy import jsonio
 from proxy.capture import CaptureRecord
 from proxy.errors import GatewayError
 from proxy.gateway import Gateway, Served
-from registry import (
-    NotFoundError,
-    StoredResponse,
-    delete_stored_response,
-    get_stored_response,
-)
+from proxy.protocols.responses import assistant_message, chat_messages
+from registry import NotFoundError, delete_stored_response, get_stored_response
 
-__all__ = ["Conversation", "ResponseStore"]
+__all__ = ["ResponseStore", "StoredTurn"]
 
 DEFAULT_RETENTION = timedelta(days=30)
+MAX_CHAIN = 10_000  # responses a continuation may reach back through
 
-# The document of a stored response: {"response": the Responses object, "messages": the
-# conversation in chat form, its answer included, "input_items": the request's own input}.
-Conversation = dict[str, Any]
+
+@dataclass(frozen=True)
+class StoredTurn:
+    """One stored response: {"response": the Responses object, "input": the request's
+    input items, each with its id} as `document`, and where it sits."""
+
+    tenant: str
+    session: str
+    previous_id: str | None
+    expires_at: datetime | None
+    document: dict[str, Any]
 
 
 class ResponseStore:
@@ -48,7 +57,7 @@ class ResponseStore:
     def __init__(self, gateway: Gateway, capacity: int = 10_000) -> None:
         self.gateway = gateway
         self.capacity = capacity
-        self._recent: OrderedDict[str, tuple[StoredResponse, Conversation]] = OrderedDict()
+        self._recent: OrderedDict[str, StoredTurn] = OrderedDict()
 
     async def save(
         self,
@@ -56,7 +65,7 @@ class ResponseStore:
         agent: str,
         served: Served,
         previous_id: str | None,
-        conversation: Conversation,
+        document: dict[str, Any],
     ) -> None:
         policy = await self.gateway.catalog.policy(tenant)
         now = utcnow()
@@ -64,35 +73,35 @@ class ResponseStore:
             timedelta(days=policy.retention_days) if policy.retention_days else DEFAULT_RETENTION
         )
         key = self.gateway.config.seal_key
-        redactor = self.gateway.redactor_for(policy)
-        at_rest = conversation if key else redactor.redact_json(conversation)
+        at_rest = document if key else self.gateway.redactor_for(policy).redact_json(document)
         text = jsonio.dumps(at_rest).decode()
-        record = StoredResponse(
-            id=conversation["response"]["id"],
-            tenant=tenant,
-            agent=agent,
-            session=served.session,
-            trajectory_id=served.trajectory_id,
-            event_id=served.event_id,
-            previous_id=previous_id,
-            document=_seal(text, key) if key else text,
-            sealed=key is not None,
-            created_at=now,
-            expires_at=now + retention,
-        )
-        self._recent[record.id] = (record, conversation)
+        response_id = document["response"]["id"]
+        turn = StoredTurn(tenant, served.session, previous_id, now + retention, document)
+        self._recent[response_id] = turn
         while len(self._recent) > self.capacity:
             self._recent.popitem(last=False)
+        # A document of `registry.StoredResponse`, validated by the capture drain.
+        record = {
+            "id": response_id,
+            "tenant": tenant,
+            "agent": agent,
+            "session": served.session,
+            "trajectory_id": str(served.trajectory_id),
+            "event_id": str(served.event_id),
+            "previous_id": previous_id,
+            "document": _seal(text, key) if key else text,
+            "sealed": key is not None,
+            "created_at": now.isoformat(),
+            "expires_at": turn.expires_at.isoformat(),
+        }
         self.gateway.writer.submit([CaptureRecord("stored_response", record)])
 
-    async def load(self, tenant: str, response_id: str, *, param: str) -> tuple[str, Conversation]:
-        """(the session, the conversation) of the tenant's response; 404 if there is none,
-        it is another tenant's, deleted or expired."""
-        recent = self._recent.get(response_id)
-        if recent is not None:
-            record, conversation = recent
-            if record.tenant == tenant and not _expired(record.expires_at):
-                return record.session, conversation
+    async def turn(self, tenant: str, response_id: str, *, param: str) -> StoredTurn:
+        """The tenant's response; 404 if there is none, it is another tenant's, deleted
+        or expired."""
+        kept = self._recent.get(response_id)
+        if kept is not None and kept.tenant == tenant and not _expired(kept.expires_at):
+            return kept
         await asyncio.to_thread(self.gateway.writer.flush, 5.0)
         try:
             record = await self.gateway.catalog.run(get_stored_response, tenant, response_id)
@@ -107,12 +116,31 @@ class ResponseStore:
                     code="server_error",
                 )
             text = _unseal(text, self.gateway.config.seal_key)
-        return record.session, jsonio.loads(text)
+        return StoredTurn(
+            tenant, record.session, record.previous_id, record.expires_at, jsonio.loads(text)
+        )
+
+    async def conversation(
+        self, tenant: str, response_id: str, *, param: str
+    ) -> tuple[str, list[dict[str, Any]]]:
+        """(the session, the chat messages) of the conversation `response_id` ended."""
+        chain: list[StoredTurn] = []
+        current: str | None = response_id
+        while current is not None and len(chain) < MAX_CHAIN:
+            chain.append(await self.turn(tenant, current, param=param))
+            current = chain[-1].previous_id
+        messages: list[dict[str, Any]] = []
+        for turn in reversed(chain):
+            messages += chat_messages(turn.document["input"], "input")
+            answer = assistant_message(turn.document["response"])
+            if answer is not None:
+                messages.append(answer)
+        return chain[0].session, messages
 
     async def delete(self, tenant: str, response_id: str) -> None:
         """Delete the tenant's response (404 if it has none by that id)."""
-        recent = self._recent.get(response_id)
-        if recent is not None and recent[0].tenant == tenant:
+        kept = self._recent.get(response_id)
+        if kept is not None and kept.tenant == tenant:
             del self._recent[response_id]
         await asyncio.to_thread(self.gateway.writer.flush, 5.0)
         found = await self.gateway.catalog.run(delete_stored_response, tenant, response_id)

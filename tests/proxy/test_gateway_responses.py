@@ -281,7 +281,11 @@ def test_nothing_raw_is_at_rest_and_a_restarted_gateway_continues(
     )
     secret = "Write to ada.lovelace@example.com about it."
     with GatewayServer(config) as server:
-        first = client(server, keys["acme"]).responses.create(model="support-bot", input=secret)
+        sdk = client(server, keys["acme"])
+        first = sdk.responses.create(model="support-bot", input=secret)
+        second = sdk.responses.create(
+            model="support-bot", input="Thanks.", previous_response_id=first.id
+        )
         server.flush()
     with transaction(engine) as session:
         at_rest = get_stored_response(session, "acme", first.id)
@@ -290,7 +294,13 @@ def test_nothing_raw_is_at_rest_and_a_restarted_gateway_continues(
 
     with GatewayServer(config) as server:  # a new process: nothing in memory
         client(server, keys["acme"]).responses.create(
-            model="support-bot", input="And then?", previous_response_id=first.id
+            model="support-bot", input="And then?", previous_response_id=second.id
         )
-    history = upstream.requests[-1]["messages"][1]["content"]
-    assert ("ada.lovelace@example.com" in history) is sealed
+    history = upstream.requests[-1]["messages"]
+    assert [m["role"] for m in history] == [
+        "system",
+        *("user", "assistant") * 2,
+        "user",
+    ]
+    assert history[3]["content"] == "Thanks." and history[4]["content"] == second.output_text
+    assert ("ada.lovelace@example.com" in history[1]["content"]) is sealed
