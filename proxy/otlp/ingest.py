@@ -58,7 +58,6 @@ _AGENT_SOURCES = (
 class IngestResult:
     """What became of an export's spans: the OTLP response says it."""
 
-    accepted: int = 0
     ignored: int = 0
     rejections: list[str] = field(default_factory=list)
     trajectories: list[uuid.UUID] = field(default_factory=list)
@@ -300,7 +299,6 @@ def _governed(
         where = ".".join(str(part) for part in first["loc"])
         result.reject(operation.span, f"{where}: {first['msg']}")
         return None
-    result.accepted += 1
     return recorded.events, stored, recorded.regenerated
 
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 import httpx
 import pytest
+from cryptography.fernet import Fernet
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
@@ -24,8 +25,19 @@ from opentelemetry.trace import SpanKind
 from atdp import ReplayClass
 from evolution.analysis import analyse_window
 from evolution.window import WindowSpec
+from proxy.config import GatewayConfig
 from proxy.otlp.trace import trajectory_id
-from registry import get_events, list_rewards, list_trajectories, transaction
+from registry import (
+    TenantPolicy,
+    create_api_key,
+    create_tenant,
+    get_events,
+    grant_agent,
+    list_rewards,
+    list_trajectories,
+    transaction,
+    unseal_event,
+)
 from tests.conftest import postgres_schema_url
 from tests.proxy.test_gateway_governance import every_stored_value
 from tests.support.gateway import GatewayServer, spool_files
@@ -483,6 +495,31 @@ def test_an_export_sent_again_writes_nothing_twice_even_after_a_restart(live) ->
     assert kinds(events) == ["user_message", "llm_call", "tool_call"]
     assert [event.seq for event in events] == [0, 1, 2]
     assert events[2].outcome.error_class == "tool_error"
+
+
+def test_a_sealing_tenant_gets_sealed_raw_copies_and_opt_out_is_honoured(
+    world, registry_url, tmp_path
+) -> None:
+    engine, _ = world
+    with transaction(engine) as session:
+        create_tenant(session, "vault", TenantPolicy(seal_raw=True, sealed_readers=["audit"]))
+        grant_agent(session, "vault", "support-bot")
+        key = create_api_key(session, "vault").key
+    seal_key = Fernet.generate_key().decode()
+    config = GatewayConfig(database_url=registry_url, spool_dir=tmp_path / "s", seal_key=seal_key)
+    with GatewayServer(config) as server:
+        tracer, provider, exporter = sdk_tracer(server, key, headers={"X-Evoplane-Training": "off"})
+        run_agent(tracer, conversation="vault-1")
+        assert provider.force_flush(10) and exporter.results == [SpanExportResult.SUCCESS]
+        provider.shutdown()
+        _, events = stored_session(server, engine, "vault", "vault-1")
+    assert EMAIL not in every_stored_value(engine)
+    user = events[0]
+    assert user.governance.sealed_ref == f"sealed:{user.id}"
+    assert {e.governance.training.value for e in events} == {"debug_only"}
+    with transaction(engine) as session:
+        opened = unseal_event(session, "vault", user.id, key=seal_key, reader="audit")
+    assert EMAIL in opened.observation.messages[0].content
 
 
 # --- what the gateway refuses ------------------------------------------------------------------
