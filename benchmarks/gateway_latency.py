@@ -14,6 +14,8 @@ submitted record was committed. Upstream, bare proxy, gateway and this load gene
 run in their own process. Each client's requests carry a user message of their own and a
 new session (one no server has seen) every ten requests, or --session-length. --compare
 runs the gateway of another checkout beside this one, for a before/after in one run.
+--protocols responses,messages also sends the same requests to the gateway's Responses and
+Messages APIs (translated to chat completions inside it), interleaved with the rest.
 --write appends the results to benchmarks/RESULTS.md.
 """
 
@@ -28,6 +30,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -87,6 +90,47 @@ def body_for(number: int, body: dict = BODY) -> dict:
     answer, which echoes it, differs too): only the system prompt recurs, as in real traffic."""
     question = f"Where is my order {number:06d}? It was due Monday, please check."
     return {**body, "messages": [body["messages"][0], {"role": "user", "content": question}]}
+
+
+def as_responses(body: dict) -> dict:
+    """A chat-completions benchmark body as the same request to the Responses API."""
+    system, user = body["messages"]
+    shaped = {
+        "model": body["model"],
+        "instructions": system["content"],
+        "input": user["content"],
+        "max_output_tokens": body["max_tokens"],
+    }
+    if body.get("tools"):
+        shaped["tools"] = [{"type": "function", **t["function"]} for t in body["tools"]]
+    return shaped
+
+
+def as_messages(body: dict) -> dict:
+    """A chat-completions benchmark body as the same request to Anthropic's Messages API."""
+    system, user = body["messages"]
+    shaped = {
+        "model": body["model"],
+        "system": system["content"],
+        "messages": [{"role": "user", "content": user["content"]}],
+        "max_tokens": body["max_tokens"],
+    }
+    if body.get("tools"):
+        shaped["tools"] = [
+            {
+                "name": t["function"]["name"],
+                "description": t["function"]["description"],
+                "input_schema": t["function"]["parameters"],
+            }
+            for t in body["tools"]
+        ]
+    return shaped
+
+
+PROTOCOLS = {
+    "responses": ("/v1/responses", as_responses),
+    "messages": ("/v1/messages", as_messages),
+}
 
 
 def prepare_registry(upstream_url: str) -> tuple[str, str, str]:
@@ -156,10 +200,12 @@ async def closed_loop(
     per_client: int,
     session_length: int = 10,
     body: dict = BODY,
+    shape: Callable[[dict], dict] | None = None,
 ) -> list[float]:
     """`clients` concurrent clients, each sending `per_client` requests back to back (ms),
     starting a session no server has seen every `session_length` requests. Each client
-    first opens its connection with one untimed request, as a pooled SDK client has."""
+    first opens its connection with one untimed request, as a pooled SDK client has.
+    `shape` turns each chat-completions body into another protocol's request."""
     latencies: list[float] = []
     run = uuid.uuid4().hex[:8]
     connector = aiohttp.TCPConnector(limit=clients)
@@ -169,9 +215,10 @@ async def closed_loop(
             for i in range(-1, per_client):  # -1: the connection's warm-up
                 started = time.perf_counter()
                 sid = f"{run}-{index}-{i // session_length}" if i >= 0 else f"{run}-{index}-w"
+                request = body_for(index * 100_000 + i + 1, body)
                 async with session.post(
                     url,
-                    json=body_for(index * 100_000 + i + 1, body),
+                    json=shape(request) if shape else request,
                     headers={**headers, "X-Session-Id": sid},
                 ) as r:
                     await r.read()
@@ -338,6 +385,7 @@ class Target:
     url: str
     headers: dict[str, str]
     process: subprocess.Popen | None = None
+    shape: Callable[[dict], dict] | None = None  # chat-completions body -> this protocol's
 
 
 def closed_loop_round(
@@ -357,7 +405,15 @@ def closed_loop_round(
             pid = target.process.pid if target.process else None
             before = tree_cpu(pid) if pid else (0.0, 0.0)
             runs[name] += asyncio.run(
-                closed_loop(target.url, target.headers, clients, per_client, session_length, body)
+                closed_loop(
+                    target.url,
+                    target.headers,
+                    clients,
+                    per_client,
+                    session_length,
+                    body,
+                    target.shape,
+                )
             )
             after = tree_cpu(pid) if pid else (0.0, 0.0)
             cpu[name][0] += after[0] - before[0]
@@ -404,6 +460,11 @@ def main() -> None:
         default=0,
         help="tools each request offers (an agent's requests carry its tool schemas)",
     )
+    parser.add_argument(
+        "--protocols",
+        default="",
+        help="also measure the gateway's other APIs: comma-separated from responses,messages",
+    )
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
 
@@ -430,6 +491,11 @@ def main() -> None:
                     gateway,
                 ),
             }
+            gateway_url = f"http://127.0.0.1:{port}"
+            for protocol in [p for p in args.protocols.split(",") if p]:
+                path, shape = PROTOCOLS[protocol]
+                headers = {"Authorization": f"Bearer {key}", "anthropic-version": "2023-06-01"}
+                targets[protocol] = Target(gateway_url + path, headers, gateway, shape)
             if args.compare:
                 other_url, other_schema, other_key = prepare_registry(upstream_url)
                 schemas.append(other_schema)
@@ -440,10 +506,12 @@ def main() -> None:
                     {"Authorization": f"Bearer {other_key}"},
                     other,
                 )
-            for name in ("bare", "gateway", "compared"):  # warm caches and pools
-                if name in targets:
+            for name, target in targets.items():  # warm caches and pools
+                if name != "direct":
                     asyncio.run(
-                        closed_loop(targets[name].url, targets[name].headers, 4, 20, body=body)
+                        closed_loop(
+                            target.url, target.headers, 4, 20, body=body, shape=target.shape
+                        )
                     )
             rows = []
             for clients in [int(c) for c in args.clients.split(",") if c]:
@@ -485,10 +553,19 @@ def main() -> None:
             results.write("\n".join(lines) + "\n")
 
 
+_LABELS = {
+    "bare": "bare proxy",
+    "gateway": "gateway",
+    "responses": "gateway /v1/responses",
+    "messages": "gateway /v1/messages",
+    "compared": "compared",
+}
+
+
 def _summary(row: dict[str, tuple[float, float, float, float]]) -> str:
     d50, d99, _, _ = row["direct"]
     parts = [f"direct {d50:6.2f} / {d99:6.2f}"]
-    for name, label in (("bare", "bare proxy"), ("gateway", "gateway"), ("compared", "compared")):
+    for name, label in _LABELS.items():
         if name in row:
             p50, p99, own, children = row[name]
             cpu = f"{own:.2f}" + (f" + drain {children:.2f}" if name != "bare" else "")
@@ -504,25 +581,24 @@ def _report(args, rows, sweep, knee, capture_rate: float, capture_lost: int) -> 
         f"--rounds {args.rounds} --capture-events {args.capture_events} "
         f"--clients {args.clients} --rates {args.rates} --session-length {args.session_length}"
         + (f" --tools {args.tools}" if args.tools else "")
+        + (f" --protocols {args.protocols}" if args.protocols else "")
         + (f" --compare {args.compare}" if args.compare else "")
     )
-    compared = bool(args.compare)
+    names = [n for n in _LABELS if n in rows[0][1]] if rows else ["bare", "gateway"]
     header = (
-        "| clients | direct p50 / p99 ms | bare proxy adds p50 / p99 ms "
-        "| gateway adds p50 / p99 ms "
-        + ("| compared checkout adds p50 / p99 ms " if compared else "")
-        + "| CPU per request ms: bare / gateway (+ drain)"
-        + (" / compared (+ its children)" if compared else "")
+        "| clients | direct p50 / p99 ms "
+        + "".join(f"| {_LABELS[n]} adds p50 / p99 ms " for n in names)
+        + "| CPU per request ms: "
+        + " / ".join(_LABELS[n] + ("" if n == "bare" else " (+ drain)") for n in names)
         + " |"
     )
-    table = [header, "|---|---|---|---|" + ("---|" if compared else "") + "---|"]
+    table = [header, "|---|---|" + "---|" * len(names) + "---|"]
     for clients, row in rows:
         d50, d99, _, _ = row["direct"]
         cells = [f"{clients}", f"{d50:.2f} / {d99:.2f}"]
-        names = ["bare", "gateway", *(["compared"] if compared else [])]
         cells += [f"{row[n][0] - d50:.2f} / {row[n][1] - d99:.2f}" for n in names]
-        cpu = [f"{row[n][2]:.2f} (+ {row[n][3]:.2f})" for n in names[1:]]
-        cells.append(" / ".join([f"{row['bare'][2]:.2f}", *cpu]))
+        cpu = [f"{row[n][2]:.2f}" + ("" if n == "bare" else f" (+ {row[n][3]:.2f})") for n in names]
+        cells.append(" / ".join(cpu))
         table.append("| " + " | ".join(cells) + " |")
     return [
         f"\n## Gateway overhead ({today})\n",
