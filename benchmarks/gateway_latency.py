@@ -15,7 +15,9 @@ run in their own process. Each client's requests carry a user message of their o
 new session (one no server has seen) every ten requests, or --session-length. --compare
 runs the gateway of another checkout beside this one, for a before/after in one run.
 --protocols responses,messages also sends the same requests to the gateway's Responses and
-Messages APIs (translated to chat completions inside it), interleaved with the rest.
+Messages APIs (translated to chat completions inside it), interleaved with the rest. --otel
+runs a second gateway of this checkout with OpenTelemetry spans on, exported to an OTLP
+collector in its own process (tests/support/otlp_collector.py), interleaved with the first.
 --write appends the results to benchmarks/RESULTS.md.
 """
 
@@ -39,7 +41,14 @@ import aiohttp
 import httpx
 
 from atdp import Harness, ModelRef, VersionSpec
-from benchmarks.support import ROOT, drop_schema, fresh_schema_url, start_upstream
+from benchmarks.support import (
+    ROOT,
+    drop_schema,
+    fresh_schema_url,
+    start_collector,
+    start_upstream,
+    stop_collector,
+)
 from registry import (
     create_agent,
     create_api_key,
@@ -152,14 +161,20 @@ def prepare_registry(upstream_url: str) -> tuple[str, str, str]:
 
 
 def start_gateway(
-    url: str, data_dir: Path, port: int, source: Path | None = None
+    url: str,
+    data_dir: Path,
+    port: int,
+    source: Path | None = None,
+    settings: dict[str, str] | None = None,
 ) -> subprocess.Popen:
-    """`evoplane gateway` on `port`; with `source`, the code of that checkout instead."""
+    """`evoplane gateway` on `port`; with `source`, the code of that checkout instead;
+    `settings`: more EVOPLANE_* variables."""
     env = {
         **os.environ,
         "EVOPLANE_DATABASE_URL": url,
         "EVOPLANE_DATA_DIR": str(data_dir),
         "EVOPLANE_GATEWAY_PORT": str(port),
+        **(settings or {}),
     }
     if source is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))
@@ -465,6 +480,11 @@ def main() -> None:
         default="",
         help="also measure the gateway's other APIs: comma-separated from responses,messages",
     )
+    parser.add_argument(
+        "--otel",
+        action="store_true",
+        help="also run a gateway exporting a span per call to an OTLP collector, interleaved",
+    )
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
 
@@ -477,6 +497,7 @@ def main() -> None:
     port = 18400 + os.getpid() % 500
     lines: list[str] = []
     processes: list[subprocess.Popen] = []
+    collector, spans = None, None
     with tempfile.TemporaryDirectory() as data:
         try:
             gateway = start_gateway(url, Path(data) / "gateway", port)
@@ -505,6 +526,22 @@ def main() -> None:
                     f"http://127.0.0.1:{port + 2}/v1/chat/completions",
                     {"Authorization": f"Bearer {other_key}"},
                     other,
+                )
+            if args.otel:
+                collector, endpoint = start_collector()
+                traced_url, traced_schema, traced_key = prepare_registry(upstream_url)
+                schemas.append(traced_schema)
+                traced = start_gateway(
+                    traced_url,
+                    Path(data) / "otel",
+                    port + 3,
+                    settings={"EVOPLANE_OTEL_ENDPOINT": endpoint},
+                )
+                processes.append(traced)
+                targets["otel"] = Target(
+                    f"http://127.0.0.1:{port + 3}/v1/chat/completions",
+                    {"Authorization": f"Bearer {traced_key}"},
+                    traced,
                 )
             for name, target in targets.items():  # warm caches and pools
                 if name != "direct":
@@ -544,10 +581,15 @@ def main() -> None:
             for process in processes:
                 process.terminate()
                 process.wait(30)
+            if collector is not None:  # after the gateway, which sends what it has on exit
+                spans = stop_collector(collector)
+                print(f"OTLP collector: {spans} spans received")
             upstream.stdin.close()
             upstream.wait(10)
             for name in schemas:
                 drop_schema(name)
+    if spans is not None:
+        lines.append(f"\nThe OTLP collector received {spans:,} spans from the OTel gateway.")
     if args.write:
         with (ROOT / "benchmarks" / "RESULTS.md").open("a") as results:
             results.write("\n".join(lines) + "\n")
@@ -558,6 +600,7 @@ _LABELS = {
     "gateway": "gateway",
     "responses": "gateway /v1/responses",
     "messages": "gateway /v1/messages",
+    "otel": "gateway, OTel spans on",
     "compared": "compared",
 }
 
@@ -582,6 +625,7 @@ def _report(args, rows, sweep, knee, capture_rate: float, capture_lost: int) -> 
         f"--clients {args.clients} --rates {args.rates} --session-length {args.session_length}"
         + (f" --tools {args.tools}" if args.tools else "")
         + (f" --protocols {args.protocols}" if args.protocols else "")
+        + (" --otel" if args.otel else "")
         + (f" --compare {args.compare}" if args.compare else "")
     )
     names = [n for n in _LABELS if n in rows[0][1]] if rows else ["bare", "gateway"]

@@ -11,7 +11,15 @@ import sqlalchemy as sa
 
 from registry import create_db_engine
 
-__all__ = ["POSTGRES", "ROOT", "drop_schema", "fresh_schema_url", "start_upstream"]
+__all__ = [
+    "POSTGRES",
+    "ROOT",
+    "drop_schema",
+    "fresh_schema_url",
+    "start_collector",
+    "start_upstream",
+    "stop_collector",
+]
 
 ROOT = Path(__file__).resolve().parent.parent
 POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
@@ -31,6 +39,28 @@ def start_upstream(delay_ms: float) -> tuple[subprocess.Popen, str]:
     )
     assert process.stdout is not None
     return process, process.stdout.readline().strip()
+
+
+def start_collector() -> tuple[subprocess.Popen, str]:
+    """An OTLP/HTTP trace collector in its own process (tests/support/otlp_collector.py).
+
+    Returns the process (stop it with `stop_collector`) and its endpoint.
+    """
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.otlp_collector"],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    return process, process.stdout.readline().strip()
+
+
+def stop_collector(process: subprocess.Popen) -> int:
+    """Stop a collector from `start_collector`: how many spans it received."""
+    output, _ = process.communicate(timeout=30)
+    return int(output.split()[0])
 
 
 def fresh_schema_url(prefix: str = "bench") -> tuple[str, str]:
