@@ -102,7 +102,7 @@ def _with_redacted_answer(
     }
 
 
-def _sealed(
+def sealed_copies(
     raw: list[EventDocument], redacted: list[EventDocument], key: str
 ) -> tuple[list[EventDocument], list[SealedEvent]]:
     """Seal the raw copy of every event redaction changed, and point the stored one at it."""
@@ -555,7 +555,7 @@ class Gateway:
             records.append(CaptureRecord("trajectory", capture.state.trajectory))
             capture.state.recorded = True
         if capture.seal_key:
-            events, sealed = _sealed(raw, events, capture.seal_key)
+            events, sealed = sealed_copies(raw, events, capture.seal_key)
             records += [CaptureRecord("sealed", copy) for copy in sealed]
         records += [CaptureRecord("event", event) for event in events]
         return records, events

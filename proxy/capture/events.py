@@ -45,11 +45,14 @@ __all__ = [
     "PendingExchange",
     "SessionBook",
     "SessionState",
+    "atdp_name",
     "begin_exchange",
+    "chat_message_document",
     "finish_exchange",
     "message_key",
     "new_trajectory",
     "task_type_of",
+    "tool_call_document",
 ]
 
 # An event in the JSON shape of `atdp.Event` (ids and times as strings, defaults left out).
@@ -276,7 +279,7 @@ def _count(value: Any) -> int:
     return int(value) if isinstance(value, int | float) and value > 0 else 0
 
 
-def _name(value: Any) -> str:
+def atdp_name(value: Any) -> str:
     """`value` as an ATDP `Name` (1-200 printable characters): model output is not checked
     like a request is, and a recorded event must not be refused for a tool's odd name."""
     cleaned = _CONTROL.sub(" ", str(value)[:200]).strip()
@@ -329,7 +332,7 @@ def _user_message(
         exchange,
         EventKind.USER_MESSAGE,
         parent_id=_text_id(state.last_llm_event),
-        observation={"messages": [_chat_message(message)]},
+        observation={"messages": [chat_message_document(message)]},
         metadata=metadata,
         replay={"class": ReplayClass.NON_REPLAYABLE.value, "reason": "a person's input"},
     )
@@ -342,7 +345,7 @@ def _tool_result(
     parent, call = state.calls.get(call_id, (state.last_llm_event, None))
     call = call or {
         "id": call_id or "unknown",
-        "name": _name(message.get("name") or "unknown"),
+        "name": atdp_name(message.get("name") or "unknown"),
         "arguments": "",
     }
     content = message.get("content")
@@ -383,7 +386,7 @@ def _llm_draft(
     sent = exchange.overlaid.body
     harness = exchange.overlaid.fingerprints.get("harness")
     observation: dict[str, Any] = {
-        "messages": [_chat_message(m) for m in sent.get("messages") or []],
+        "messages": [chat_message_document(m) for m in sent.get("messages") or []],
         "tools": [_tool_spec(t) for t in sent.get("tools") or []],
     }
     if exchange.overlaid.undo:
@@ -434,7 +437,7 @@ def _action_document(choice: dict) -> tuple[dict[str, Any], dict]:
     action = {
         "type": "message",
         "content": content if isinstance(content, str) else None,
-        "tool_calls": [_tool_call(c) for c in message.get("tool_calls") or []],
+        "tool_calls": [tool_call_document(c) for c in message.get("tool_calls") or []],
         "finish_reason": choice.get("finish_reason"),
         "token_ids": list(token_ids) if token_ids else None,
         "logprobs": [min(0.0, float(lp)) for lp in logprobs] if logprobs and token_ids else None,
@@ -442,16 +445,16 @@ def _action_document(choice: dict) -> tuple[dict[str, Any], dict]:
     return action, extra
 
 
-def _tool_call(call: dict) -> dict[str, str]:
+def tool_call_document(call: dict) -> dict[str, str]:
     function = call.get("function") or {}
     return {
         "id": call.get("id") or "",
-        "name": _name(function.get("name") or "unknown"),
+        "name": atdp_name(function.get("name") or "unknown"),
         "arguments": function.get("arguments") or "",
     }
 
 
-def _chat_message(message: dict) -> dict[str, Any]:
+def chat_message_document(message: dict) -> dict[str, Any]:
     role = message.get("role")
     content = message.get("content")
     if content is not None and not isinstance(content, str | list):
@@ -460,7 +463,7 @@ def _chat_message(message: dict) -> dict[str, Any]:
     if message.get("name") is not None:
         document["name"] = message["name"]
     if message.get("tool_calls"):
-        document["tool_calls"] = [_tool_call(c) for c in message["tool_calls"]]
+        document["tool_calls"] = [tool_call_document(c) for c in message["tool_calls"]]
     if message.get("tool_call_id") is not None:
         document["tool_call_id"] = message["tool_call_id"]
     return document
@@ -496,4 +499,4 @@ def _parse_json(text: str) -> Any:
 
 def _error_class(returned: Any) -> str | None:
     """Classify a tool result as an error the way agents and APIs report one."""
-    return tool_error_class(returned, name=_name)
+    return tool_error_class(returned, name=atdp_name)

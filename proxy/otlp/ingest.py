@@ -26,7 +26,7 @@ from atdp import Event, Trajectory, utcnow
 from proxy.capture import CaptureRecord
 from proxy.capture.events import EventDocument, SessionState, new_trajectory, task_type_of
 from proxy.errors import GatewayError
-from proxy.gateway import Gateway, _sealed
+from proxy.gateway import Gateway, sealed_copies
 from proxy.governance import Redactor, governance_document
 from proxy.otlp.decode import Span
 from proxy.otlp.genai import (
@@ -270,7 +270,7 @@ class TraceIngest:
             state.session.recorded = True
         seal_key = self.gateway.config.seal_key
         if policy.seal_raw and seal_key:
-            events, sealed = _sealed(raw, events, seal_key)
+            events, sealed = sealed_copies(raw, events, seal_key)
             records += [CaptureRecord("sealed", copy) for copy in sealed]
         records += [CaptureRecord("event", event) for event in events]
         records += [CaptureRecord("reward", reward) for reward in rewards]

@@ -24,10 +24,10 @@ from atdp import EventKind, ReplayClass
 from proxy.capture.events import (
     EventDocument,
     SessionState,
-    _chat_message,
-    _name,
-    _tool_call,
+    atdp_name,
+    chat_message_document,
     message_key,
+    tool_call_document,
 )
 from proxy.capture.tool_results import tool_error_class
 from proxy.otlp.decode import Span
@@ -197,7 +197,7 @@ class TraceRecorder:
             EventKind.USER_MESSAGE,
             offset,
             parent_id=_text_id(self.state.session.last_llm_event),
-            observation={"messages": [_chat_message(message)]},
+            observation={"messages": [chat_message_document(message)]},
             metadata=self._metadata(span, "user_message"),
             replay={"class": ReplayClass.NON_REPLAYABLE.value, "reason": "a person's input"},
         )
@@ -210,7 +210,7 @@ class TraceRecorder:
         )
         call = call or {"id": call_id or "unknown", "name": "unknown", "arguments": ""}
         returned = parsed_json(message.get("content"))
-        error = tool_error_class(returned, name=_name)
+        error = tool_error_class(returned, name=atdp_name)
         event = self._event(
             span,
             f"message-{index}",
@@ -230,7 +230,7 @@ class TraceRecorder:
             return []  # a model call's input showed its result already
         session = self.state.session
         parent, call = session.calls.get(run.call_id, (session.last_llm_event, None))
-        call = call or {"id": run.call_id, "name": _name(run.name), "arguments": run.arguments}
+        call = call or {"id": run.call_id, "name": atdp_name(run.name), "arguments": run.arguments}
         event = self._event(
             run.span,
             "tool",
@@ -325,7 +325,7 @@ class TraceRecorder:
 def _llm_parts(call: ModelCall) -> dict[str, Any]:
     """The llm_call's observation, action, outcome and replay class."""
     observation = {
-        "messages": [_chat_message(m) for m in call.messages],
+        "messages": [chat_message_document(m) for m in call.messages],
         "tools": [_tool_spec(tool) for tool in call.tools],
     }
     parts: dict[str, Any] = {
@@ -342,7 +342,7 @@ def _llm_parts(call: ModelCall) -> dict[str, Any]:
     if call.error is not None:
         kind, message = call.error
         parts["outcome"] = {
-            "error_class": _name(kind),
+            "error_class": atdp_name(kind),
             "error_message": message or None,
             "success": False,
         }
@@ -366,7 +366,7 @@ def _llm_metadata(call: ModelCall, state: TraceState) -> dict[str, Any]:
         "provider": call.provider,
         "request_model": call.request_model,
         "response_id": call.response_id,
-        "other_choices": [_chat_message(a) for a in call.answers[1:]] or None,
+        "other_choices": [chat_message_document(a) for a in call.answers[1:]] or None,
     }
     metadata["extra"] = {key: value for key, value in extra.items() if value is not None}
     return {key: value for key, value in metadata.items() if value is not None}
@@ -381,7 +381,7 @@ def _action(answer: dict[str, Any]) -> dict[str, Any]:
     return {
         "type": "message",
         "content": content,
-        "tool_calls": [_tool_call(call) for call in answer.get("tool_calls") or []],
+        "tool_calls": [tool_call_document(call) for call in answer.get("tool_calls") or []],
         "finish_reason": answer.get("finish_reason"),
         "token_ids": None,
         "logprobs": None,
@@ -394,11 +394,11 @@ def _tool_outcome(run: ToolRun) -> dict[str, Any]:
         kind, message = run.error
         return {
             "tool_return": returned,
-            "error_class": _name(kind),
+            "error_class": atdp_name(kind),
             "error_message": message or None,
             "success": False,
         }
-    error = tool_error_class(returned, name=_name) if run.has_result else None
+    error = tool_error_class(returned, name=atdp_name) if run.has_result else None
     success = (error is None) if run.has_result or run.span.status_code == 1 else None
     return {"tool_return": returned, "error_class": error, "success": success}
 
@@ -406,7 +406,7 @@ def _tool_outcome(run: ToolRun) -> dict[str, Any]:
 def _tool_spec(tool: dict[str, Any]) -> dict[str, Any]:
     function = tool.get("function") or {}
     return {
-        "name": _name(function.get("name") or "unknown"),
+        "name": atdp_name(function.get("name") or "unknown"),
         "description": function.get("description"),
         "parameters": function.get("parameters"),
     }
