@@ -1,11 +1,11 @@
 """OpenTelemetry out: a GenAI client span per served call, for the tracing backend the app
 already uses (MLflow, Jaeger, any OTLP collector), beside the app's own spans.
 
-A span is built from the capture's documents once the answer is complete, the redacted
-ones, and is exported over OTLP/HTTP by the SDK's batch processor in its own thread: a
-slow or dead collector costs a request only the building of its span (what cannot be sent
-is dropped). Attributes follow the GenAI semantic conventions' inference span, with
-Evoplane's ids under `evoplane.*`; message contents only when the config asks for them.
+A span is built from the capture's documents (the redacted ones) once the answer has
+left, and is exported over OTLP/HTTP by the SDK's batch processor in its own thread, so a
+slow or dead collector costs a call nothing: what cannot be sent is dropped. Attributes
+follow the GenAI semantic conventions' inference span, with Evoplane's ids under
+`evoplane.*`; message contents only when the config asks for them.
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def span_attributes(
     action = llm.get("action") or {}
     finish = action.get("finish_reason")
     if finish == "error" and error is None:
-        error = "upstream_error"  # a stream the upstream broke off (see proxy.app)
+        error = "upstream_error"  # a stream the upstream broke off (proxy.protocols.serving)
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": exchange.version.spec.model.engine,
