@@ -9,7 +9,7 @@ exception its users catch.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from functools import wraps
 from typing import Any
@@ -20,15 +20,15 @@ from fastapi.responses import JSONResponse, Response
 from proxy import jsonio
 from proxy.catalog import RegistryUnreachable
 from proxy.errors import GatewayError
-from proxy.gateway import Gateway, Served
+from proxy.gateway import Gateway
 from proxy.protocols import messages
 from proxy.protocols.serving import (
+    EventStreamEncoder,
     admit,
     header_dict,
     read_json,
     response_headers,
     serve,
-    sse,
     stream,
     validated_chat,
 )
@@ -92,30 +92,13 @@ async def create_message(request: Request) -> Response:
         messages.new_message_id(), body["model"], tuple(body.get("stop_sequences") or ())
     )
     if streaming:
-        encoder = _MessagesEncoder(messages.MessagesStream(context))
+        encoder = EventStreamEncoder(messages.MessagesStream(context))
         return await stream(gateway, admitted, chat, encoder, (PROTOCOL, body))
     completion, served = await serve(gateway, admitted, chat, (PROTOCOL, body))
     answer = messages.message_object(completion, context)
     return Response(
         jsonio.dumps(answer), media_type="application/json", headers=response_headers(served)
     )
-
-
-class _MessagesEncoder:
-    def __init__(self, translator: messages.MessagesStream) -> None:
-        self.translator = translator
-
-    def start(self) -> Iterable[bytes]:
-        return [sse(kind, event) for kind, event in self.translator.start()]
-
-    def chunk(self, chunk: dict) -> Iterable[bytes]:
-        return [sse(kind, event) for kind, event in self.translator.chunk(chunk)]
-
-    def failure(self, message: str) -> Iterable[bytes]:
-        return [sse(kind, event) for kind, event in self.translator.fail(message)]
-
-    async def end(self, served: Served, answer: dict) -> Iterable[bytes]:
-        return [sse(kind, event) for kind, event in self.translator.finish()]
 
 
 @_anthropic_errors

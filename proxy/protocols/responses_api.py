@@ -6,7 +6,6 @@ OpenAI's shape, as for chat completions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from fastapi import Request
@@ -17,12 +16,12 @@ from proxy.errors import GatewayError
 from proxy.gateway import Gateway, Served
 from proxy.protocols import responses
 from proxy.protocols.serving import (
+    EventStreamEncoder,
     admit,
     header_dict,
     read_json,
     response_headers,
     serve,
-    sse,
     stream,
     validated_chat,
 )
@@ -77,7 +76,8 @@ async def create_response(request: Request):
             await store.save(identity.tenant, agent, served, previous_id, document)
 
     if streaming:
-        encoder = _ResponsesEncoder(responses.ResponsesStream(context), keep)
+        translator = responses.ResponsesStream(context)
+        encoder = EventStreamEncoder(translator, lambda served: keep(served, translator.response))
         return await stream(gateway, admitted, chat, encoder, (PROTOCOL, body))
     completion, served = await serve(gateway, admitted, chat, (PROTOCOL, body))
     response = responses.response_object(completion, context)
@@ -85,27 +85,6 @@ async def create_response(request: Request):
     return Response(
         jsonio.dumps(response), media_type="application/json", headers=response_headers(served)
     )
-
-
-class _ResponsesEncoder:
-    """Responses stream events as server-sent events; stores the response at the end."""
-
-    def __init__(self, translator: responses.ResponsesStream, keep) -> None:
-        self.translator, self.keep = translator, keep
-
-    def start(self) -> Iterable[bytes]:
-        return [sse(kind, event) for kind, event in self.translator.start()]
-
-    def chunk(self, chunk: dict) -> Iterable[bytes]:
-        return [sse(kind, event) for kind, event in self.translator.chunk(chunk)]
-
-    def failure(self, message: str) -> Iterable[bytes]:
-        return [sse(kind, event) for kind, event in self.translator.fail(message)]
-
-    async def end(self, served: Served, answer: dict) -> Iterable[bytes]:
-        lines = [sse(kind, event) for kind, event in self.translator.finish()]
-        await self.keep(served, self.translator.response)
-        return lines
 
 
 def _with_ids(value: Any) -> list[dict[str, Any]]:

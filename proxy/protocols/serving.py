@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -34,7 +34,9 @@ from registry import ApiKeyIdentity
 
 __all__ = [
     "Admitted",
+    "EventStreamEncoder",
     "StreamEncoder",
+    "StreamTranslator",
     "admit",
     "header_dict",
     "read_json",
@@ -210,6 +212,45 @@ class StreamEncoder(Protocol):
     async def end(self, served: Served, answer: dict[str, Any]) -> Iterable[bytes]:
         """The closing events, once the whole answer (`answer`, as the agent sees it) is
         captured; not called after `failure`."""
+
+
+class StreamTranslator(Protocol):
+    """A protocol's stream events, as (event name, data), for a chat-completion stream."""
+
+    def start(self) -> Iterable[tuple[str, dict[str, Any]]]: ...
+
+    def chunk(self, chunk: dict[str, Any]) -> Iterable[tuple[str, dict[str, Any]]]: ...
+
+    def fail(self, message: str) -> Iterable[tuple[str, dict[str, Any]]]: ...
+
+    def finish(self) -> Iterable[tuple[str, dict[str, Any]]]: ...
+
+
+class EventStreamEncoder:
+    """A `StreamTranslator`'s events as named server-sent events (the Responses and
+    Messages APIs' streams); `on_end`, when given, runs once the answer is captured."""
+
+    def __init__(
+        self,
+        translator: StreamTranslator,
+        on_end: Callable[[Served], Awaitable[None]] | None = None,
+    ) -> None:
+        self.translator, self.on_end = translator, on_end
+
+    def start(self) -> Iterable[bytes]:
+        return [sse(kind, event) for kind, event in self.translator.start()]
+
+    def chunk(self, chunk: dict[str, Any]) -> Iterable[bytes]:
+        return [sse(kind, event) for kind, event in self.translator.chunk(chunk)]
+
+    def failure(self, message: str) -> Iterable[bytes]:
+        return [sse(kind, event) for kind, event in self.translator.fail(message)]
+
+    async def end(self, served: Served, answer: dict[str, Any]) -> Iterable[bytes]:
+        lines = [sse(kind, event) for kind, event in self.translator.finish()]
+        if self.on_end is not None:
+            await self.on_end(served)
+        return lines
 
 
 def _open_stream(
