@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from atdp.tool_text import ToolCallGuide
+from evolution.lm import prompt_ids as render_prompt
 
 __all__ = ["Completion", "Policy"]
 
@@ -65,14 +66,9 @@ class Policy:
     def prompt_ids(
         self, messages: Sequence[dict], tools: Sequence[dict] | None = None
     ) -> list[int]:
-        """The token ids the model sees for a chat request, ending with the assistant turn."""
-        rendered = self.tokenizer.apply_chat_template(
-            list(messages),
-            tools=list(tools) if tools else None,
-            add_generation_prompt=True,
-            tokenize=False,
-        )
-        return self.tokenizer.encode(rendered, add_special_tokens=False)
+        """The token ids the model sees for a chat request, ending with the assistant turn:
+        rendered as the local engine serves it (`evolution.lm.prompt_ids`)."""
+        return render_prompt(self.tokenizer, messages, tools)
 
     def sample(
         self,

@@ -50,6 +50,7 @@ from atdp.tool_text import (
     parse_tool_calls,
     partial_suffix,
 )
+from evolution.lm import prompt_ids as render_prompt
 from proxy.engines.base import UpstreamEngine, UpstreamError, UpstreamTimeout
 
 __all__ = [
@@ -300,28 +301,12 @@ def _number(body: dict, key: str, default: float) -> float:
 
 
 def prompt_ids(loaded: LoadedModel, body: dict) -> list[int]:
-    """The token ids of the request's messages (and tools) in the model's chat template."""
-    messages = [_template_message(m) for m in body.get("messages") or []]
+    """The token ids of the request's messages (and tools) in the model's chat template,
+    rendered as training renders them (`evolution.lm.prompt_ids`)."""
     try:
-        text = loaded.tokenizer.apply_chat_template(
-            messages, tools=body.get("tools") or None, add_generation_prompt=True, tokenize=False
-        )
+        return render_prompt(loaded.tokenizer, body.get("messages") or [], body.get("tools"))
     except Exception as error:  # noqa: BLE001 - jinja and tokenizer errors alike
         raise UpstreamError(400, f"the chat template of {loaded.version} failed: {error}") from None
-    return list(loaded.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-
-def _template_message(message: dict) -> dict:
-    """OpenAI message shapes the templates do not know: content parts, the developer role."""
-    message = dict(message)
-    if message.get("role") == "developer":
-        message["role"] = "system"
-    content = message.get("content")
-    if isinstance(content, list):
-        message["content"] = "".join(
-            part.get("text", "") for part in content if isinstance(part, dict)
-        )
-    return message
 
 
 # --- generation -------------------------------------------------------------------------

@@ -1,0 +1,12 @@
+"""The model runtime shared by serving (`proxy/engines/local.py`) and training
+(`evolution/rl/`): what both must do the same way, or a model is trained on other token
+ids than it is served with.
+
+- `render`: a chat request (messages in OpenAI's shapes, tools) as the prompt's token ids.
+"""
+
+from __future__ import annotations
+
+from evolution.lm.render import prompt_ids, template_message
+
+__all__ = ["prompt_ids", "template_message"]
