@@ -47,10 +47,9 @@ from evolution.replay import (
 from evolution.replay.cases import recorded_cases
 from evolution.safety import SafetyCase, default_safety_suite, run_safety_suite
 from evolution.settings import EvolutionSettings
+from proxy.engines import HTTP_ENGINES
 from proxy.engines.base import UpstreamEngine
 from proxy.engines.local import LocalEngine
-from proxy.engines.openai_compat import OpenAICompatEngine
-from proxy.engines.sglang import SGLangEngine
 from proxy.governance import Redactor
 from proxy.overlays import apply_overlays, restore_response, served_tools
 from registry import AgentVersion, get_agent, get_memory_items, get_version, transaction
@@ -100,8 +99,7 @@ class ReplayGate:
             return self._upstreams[key]
         key = (model.engine, model.base_url or "", "")
         if key not in self._upstreams:
-            kind = SGLangEngine if model.engine == "sglang" else OpenAICompatEngine
-            self._upstreams[key] = kind(
+            self._upstreams[key] = HTTP_ENGINES[model.engine](
                 model.base_url or "", self.upstream_api_key, connect_timeout=5.0, max_connections=16
             )
         return self._upstreams[key]

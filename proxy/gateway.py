@@ -39,10 +39,9 @@ from proxy.capture.events import (
 )
 from proxy.catalog import Catalog
 from proxy.config import GatewayConfig
+from proxy.engines import HTTP_ENGINES
 from proxy.engines.base import UpstreamEngine, UpstreamError, UpstreamTimeout
 from proxy.engines.local import LocalEngine
-from proxy.engines.openai_compat import OpenAICompatEngine
-from proxy.engines.sglang import SGLangEngine
 from proxy.errors import GatewayError
 from proxy.governance import Redactor, governance_document
 from proxy.overlays import Overlaid, apply_overlays, restore_response
@@ -305,7 +304,7 @@ class Gateway:
         kind = version.spec.model.engine
         if kind == "local":
             return self.local_engine(version)
-        if kind not in {"openai", "sglang"}:
+        if kind not in HTTP_ENGINES:
             raise GatewayError(
                 502,
                 f"Engine '{kind}' of {version.id} is not available in this gateway.",
@@ -317,8 +316,7 @@ class Gateway:
             )
         engine = self._engines.get((kind, base_url))
         if engine is None:
-            engine_class = SGLangEngine if kind == "sglang" else OpenAICompatEngine
-            engine = self._engines[(kind, base_url)] = engine_class(
+            engine = self._engines[(kind, base_url)] = HTTP_ENGINES[kind](
                 base_url,
                 self.config.upstream_api_key,
                 connect_timeout=self.config.upstream_connect_timeout,

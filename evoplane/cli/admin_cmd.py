@@ -130,7 +130,9 @@ def key_revoke(key_id: str) -> None:
 def agent_create(
     name: str,
     engine: str = typer.Option(
-        "openai", help="Upstream engine: openai (any OpenAI-compatible server)."
+        "openai",
+        help="Upstream engine: openai (any OpenAI-compatible server), anthropic (the "
+        "Messages API: Claude, with --base-url https://api.anthropic.com/v1), sglang.",
     ),
     base_url: str = typer.Option(
         ..., help="The upstream's API root, e.g. http://127.0.0.1:8000/v1."

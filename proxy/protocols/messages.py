@@ -430,7 +430,7 @@ class MessagesStream:
             {
                 "type": "message_delta",
                 "delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
-                "usage": {"output_tokens": usage["output_tokens"]},
+                "usage": usage,  # the prompt is only counted once the stream has run
             },
         )
         yield "message_stop", {"type": "message_stop"}
