@@ -33,7 +33,9 @@ __all__ = [
 class ModelRef(ATDPModel):
     """Where requests go: engine and checkpoint or adapter."""
 
-    engine: Name = Field(description="Upstream engine: openai | anthropic | local | sglang.")
+    engine: Name = Field(
+        description="Upstream engine: openai | openai-responses | anthropic | local | sglang."
+    )
     base_url: Text | None = None
     replicas: list[Text] = Field(
         default_factory=list,

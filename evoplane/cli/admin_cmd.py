@@ -132,7 +132,8 @@ def agent_create(
     engine: str = typer.Option(
         "openai",
         help="Upstream engine: openai (any OpenAI-compatible server), anthropic (the "
-        "Messages API: Claude, with --base-url https://api.anthropic.com/v1), sglang.",
+        "Messages API: Claude, with --base-url https://api.anthropic.com/v1), "
+        "openai-responses (an upstream that speaks the Responses API), sglang.",
     ),
     base_url: str = typer.Option(
         ..., help="The upstream's API root, e.g. http://127.0.0.1:8000/v1."

@@ -4,6 +4,7 @@ from proxy.engines.anthropic import AnthropicEngine
 from proxy.engines.base import UpstreamEngine, UpstreamError, UpstreamTimeout
 from proxy.engines.local import LocalEngine
 from proxy.engines.openai_compat import OpenAICompatEngine
+from proxy.engines.openai_responses import ResponsesEngine
 from proxy.engines.sglang import SGLangEngine
 from proxy.engines.sglang_admin import SGLangAdmin, WeightSyncError
 
@@ -12,6 +13,7 @@ HTTP_ENGINES: dict[str, type[OpenAICompatEngine]] = {
     "openai": OpenAICompatEngine,
     "sglang": SGLangEngine,
     "anthropic": AnthropicEngine,
+    "openai-responses": ResponsesEngine,
 }
 
 __all__ = [
@@ -19,6 +21,7 @@ __all__ = [
     "AnthropicEngine",
     "LocalEngine",
     "OpenAICompatEngine",
+    "ResponsesEngine",
     "SGLangAdmin",
     "SGLangEngine",
     "UpstreamEngine",

@@ -16,8 +16,8 @@ from proxy.engines.anthropic import chat_completion, messages_request
 from proxy.protocols.messages import MessageContext, chat_request, message_object
 from registry import create_db_engine, upgrade
 from tests.proxy.test_gateway_sdk import LOOKUP, client, stored
-from tests.support.anthropic_upstream import AnthropicUpstream
 from tests.support.gateway import GatewayServer, seed_gateway_world
+from tests.support.protocol_upstreams import AnthropicUpstream
 
 
 @pytest.fixture
