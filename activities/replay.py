@@ -31,6 +31,7 @@ from atdp import ModelRef
 from evolution.gates import GateConfig, GateResult, Verdict, judge_replay
 from evolution.memory import MemoryIndex
 from evolution.replay import (
+    AGENT_PROTOCOL,
     SERVED_TOOLS,
     RecordedOutcome,
     RequiredFacts,
@@ -52,6 +53,8 @@ from proxy.engines.base import UpstreamEngine
 from proxy.engines.local import LocalEngine
 from proxy.governance import Redactor
 from proxy.overlays import apply_overlays, restore_response, served_tools
+from proxy.protocols.messages import chat_request as messages_to_chat
+from proxy.protocols.responses import chat_request as responses_to_chat
 from registry import AgentVersion, get_agent, get_memory_items, get_version, transaction
 
 __all__ = ["ReplayGate"]
@@ -220,7 +223,7 @@ class ReplayGate:
         async def serve(body: dict[str, Any]) -> dict[str, Any]:
             if not memory:
                 memory.append(await asyncio.to_thread(self._memory, version, tenant))
-            overlaid = apply_overlays(body, version.spec, memory[0])
+            overlaid = apply_overlays(_as_served(body), version.spec, memory[0])
             response = await upstream.complete(
                 overlaid.body, model=overlaid.model, timeout=self.timeout
             )
@@ -234,6 +237,21 @@ class ReplayGate:
             return MemoryIndex([])
         with transaction(self.engine) as session:
             return MemoryIndex(get_memory_items(session, version.agent, tenant, ids))
+
+
+def _as_served(body: dict[str, Any]) -> dict[str, Any]:
+    """The chat-completions request the gateway would serve for `body`: when it carries the
+    agent's own request in another protocol (`AGENT_PROTOCOL`), that request translated as
+    the gateway's route for it translates it, with the body's decoding keys on top (a
+    replay may vary them)."""
+    given = body.get(AGENT_PROTOCOL)
+    if not given:
+        return body
+    translate = {"messages": messages_to_chat, "responses": responses_to_chat}
+    chat = translate[given["protocol"]](given["request"])
+    chat.pop("stream", None)
+    kept = {k: v for k, v in body.items() if k not in {"messages", "tools", AGENT_PROTOCOL}}
+    return {**chat, **kept}
 
 
 def _resumed(details: Sequence[Any]) -> SafetyAnswers:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from atdp import Event
 from evolution.gates import ReplayCase
 from evolution.replay.engine import (
+    AGENT_PROTOCOL,
     EVALUATION_HEADERS,
     SERVED_TOOLS,
     ReplayedTrajectory,
@@ -53,6 +54,7 @@ from evolution.replay.simulators import (
 )
 
 __all__ = [
+    "AGENT_PROTOCOL",
     "EVALUATION_HEADERS",
     "SERVED_TOOLS",
     "LLMJudge",

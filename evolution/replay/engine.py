@@ -46,10 +46,12 @@ from atdp import (
     ToolCall,
     ToolCallAction,
     agent_request,
+    protocol_request,
     rename_arguments,
 )
 
 __all__ = [
+    "AGENT_PROTOCOL",
     "EVALUATION_HEADERS",
     "SERVED_TOOLS",
     "ReplayMode",
@@ -76,6 +78,12 @@ EVALUATION_HEADERS = {"X-Evoplane-Traffic": "evaluation"}
 # them (in the agent's argument names): scorers judge a call against them, since a version
 # may rename a parameter the agent's own stale schema still spells the old way.
 SERVED_TOOLS = "x_evoplane_served_tools"
+
+# Where deterministic replay puts, beside the chat-completions request, the agent's own
+# request in the protocol it came in on (the Responses or Messages API), when that request
+# alone reproduces the call: a `serve` that speaks it (the replay gate's) serves that, as
+# the gateway would; any other may ignore it. The body's other keys (decoding) still apply.
+AGENT_PROTOCOL = "x_evoplane_agent_protocol"
 
 _DECODING = ("temperature", "top_p", "max_tokens", "seed", "n", "stop")
 # Events that are recorded inputs from outside the agent: replay reuses them as recorded, so
@@ -381,8 +389,18 @@ def _result(
     )
 
 
+def _in_agent_protocol(call: Event, body: dict[str, Any]) -> dict[str, Any]:
+    """`body` with the agent's own request in its protocol (`AGENT_PROTOCOL`), when one was
+    recorded and reproduces the call alone: not a Responses call that continued a stored
+    response, whose history only the chat request holds."""
+    name, request = protocol_request(call.observation.data if call.observation else None)
+    if request is None or (name == "responses" and request.get("previous_response_id")):
+        return body
+    return {**body, AGENT_PROTOCOL: {"protocol": name, "request": request}}
+
+
 async def _serve_recorded(call: Event, serve: Serve, outcomes: dict[str, Outcome]) -> ReplayStep:
-    body = request_body(call)
+    body = _in_agent_protocol(call, request_body(call))
     response = await serve(body)
     new, recorded = action_of(response), recorded_action(call)
     matched = same_action(new, recorded)

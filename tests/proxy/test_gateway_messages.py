@@ -4,6 +4,8 @@ schemas apply), captured as the same ATDP events, errors in Anthropic's shape.""
 
 from __future__ import annotations
 
+import asyncio
+
 import anthropic
 import httpx
 import pytest
@@ -259,3 +261,39 @@ def test_langchain_chat_anthropic_through_the_gateway(live, upstream) -> None:
     llm_calls = [e for e in events if e.kind is EventKind.LLM_CALL]
     assert len(llm_calls) == 2
     assert all(protocol_request(e.observation.data)[0] == "messages" for e in llm_calls)
+
+
+async def test_replay_serves_the_agents_own_request_in_its_protocol(live, upstream) -> None:
+    """A trajectory recorded over /v1/messages replays deterministically from the agent's
+    own Messages request, translated as the gateway translates it."""
+    from activities.replay import ReplayGate
+    from evolution.replay import AGENT_PROTOCOL, replay_trajectory
+    from registry import current_aliases, get_version
+
+    server, engine, keys = live
+    request = {
+        "model": "support-bot",
+        "max_tokens": 64,
+        "system": "Be brief.",
+        "messages": [{"role": "user", "content": "Where is my parcel?"}],
+    }
+    await asyncio.to_thread(claude(server, keys["acme"], "msg-replay").messages.create, **request)
+    _, events = stored(server, engine, "acme", "msg-replay")
+    recorded = upstream.requests[-1]
+    with transaction(engine) as session:
+        version = get_version(session, current_aliases(session, "support-bot").stable)
+    gate = ReplayGate(engine, timeout=10)
+    try:
+        replayed = await replay_trajectory(
+            events, gate.serve(version, "acme"), mode="deterministic"
+        )
+        (step,) = replayed.steps
+        assert step.request[AGENT_PROTOCOL] == {"protocol": "messages", "request": request}
+        assert step.matched  # the same answer as recorded
+        assert upstream.requests[-1]["messages"] == recorded["messages"]
+        # What is served is the protocol request, not the chat body beside it.
+        altered = {**step.request, "messages": [{"role": "user", "content": "Something else"}]}
+        await gate.serve(version, "acme")(altered)
+        assert upstream.requests[-1]["messages"] == recorded["messages"]
+    finally:
+        await gate.aclose()
