@@ -138,6 +138,8 @@ def as_messages(body: dict) -> dict:
 
 PROTOCOLS = {
     "responses": ("/v1/responses", as_responses),
+    # the same, asking the gateway not to store the response (`store: false`)
+    "responses-unstored": ("/v1/responses", lambda body: {**as_responses(body), "store": False}),
     "messages": ("/v1/messages", as_messages),
 }
 
@@ -478,7 +480,8 @@ def main() -> None:
     parser.add_argument(
         "--protocols",
         default="",
-        help="also measure the gateway's other APIs: comma-separated from responses,messages",
+        help="also measure the gateway's other APIs: comma-separated from responses, "
+        "responses-unstored, messages",
     )
     parser.add_argument(
         "--otel",
@@ -599,6 +602,7 @@ _LABELS = {
     "bare": "bare proxy",
     "gateway": "gateway",
     "responses": "gateway /v1/responses",
+    "responses-unstored": "gateway /v1/responses, store: false",
     "messages": "gateway /v1/messages",
     "otel": "gateway, OTel spans on",
     "compared": "compared",

@@ -12,6 +12,7 @@ import os
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -419,6 +420,7 @@ class Gateway:
         pin: str | None = None,
         harness: bool = True,
         protocol: tuple[str, dict[str, Any]] | None = None,
+        also: Callable[[dict[str, Any], Served], list[CaptureRecord]] | None = None,
     ) -> tuple[dict[str, Any], Served]:
         """A non-streaming completion, captured.
 
@@ -426,7 +428,8 @@ class Gateway:
         and redacted while the upstream works, so only the answer's part adds latency.
         Evaluation traffic (replays, optimisers) may pin a version and is never shadowed.
         `protocol`: the protocol and the agent's own request, when `body` translates one
-        (see `proxy.protocols`).
+        (see `proxy.protocols`). `also`: more records to write with the call's, given the
+        answer as the agent sees it (a stored Responses API response): one spool write.
         """
         route, overlaid = await self.prepare(
             identity.tenant, agent, session, body, pin=pin, harness=harness
@@ -463,12 +466,15 @@ class Gateway:
             failed_ms = (time.perf_counter() - started) * 1000
             self.telemetry.record(capture.pending.exchange, capture.draft, failed_ms, error.code)
             raise
-        served = self.finish_capture(capture, response, (time.perf_counter() - started) * 1000)
+        restored = restore_response(response, overlaid)
+        more = (lambda served: also(restored, served)) if also is not None else None
+        latency_ms = (time.perf_counter() - started) * 1000
+        served = self.finish_capture(capture, response, latency_ms, also=more)
         if route.shadow is not None and traffic is Traffic.USER:
             self.spawn(
                 self.shadow(identity.tenant, agent, session, body, route.shadow, training_opt_out)
             )
-        return restore_response(response, overlaid), served
+        return restored, served
 
     def _send(
         self, route: Route, overlaid: Overlaid
@@ -558,8 +564,15 @@ class Gateway:
         records += [CaptureRecord("event", event) for event in events]
         return records, events
 
-    def finish_capture(self, capture: Capture, response: dict, latency_ms: float) -> Served:
-        """Phase two: the answer, redacted, and everything handed to the capture writer."""
+    def finish_capture(
+        self,
+        capture: Capture,
+        response: dict,
+        latency_ms: float,
+        also: Callable[[Served], list[CaptureRecord]] | None = None,
+    ) -> Served:
+        """Phase two: the answer, redacted, and everything handed to the capture writer
+        (with the records `also` makes for the served call)."""
         state, pending = capture.state, capture.pending
         raw_llm = finish_exchange(state, pending, response, latency_ms)
         llm = _with_redacted_answer(capture.redactor, raw_llm, capture.draft)
@@ -570,14 +583,17 @@ class Gateway:
             records += [CaptureRecord("reward", reward) for reward in rewards]
             trajectory = state.trajectory
             self.remember(trajectory.tenant, trajectory.id, [e["id"] for e in events])
-        self.writer.submit(records)  # one spool write: durable before the answer leaves
-        self.telemetry.record(pending.exchange, llm, latency_ms)
-        return Served(
+        served = Served(
             pending.exchange.session,
             state.trajectory.id,
             pending.draft_id,
             pending.exchange.version.id,
         )
+        if also is not None:
+            records += also(served)
+        self.writer.submit(records)  # one spool write: durable before the answer leaves
+        self.telemetry.record(pending.exchange, llm, latency_ms)
+        return served
 
     async def capture(
         self,

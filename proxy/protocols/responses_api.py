@@ -12,6 +12,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from proxy import jsonio
+from proxy.capture import CaptureRecord
 from proxy.errors import GatewayError
 from proxy.gateway import Gateway, Served
 from proxy.protocols import responses
@@ -70,18 +71,32 @@ async def create_response(request: Request):
     admitted = await admit(gateway, identity, headers, agent, session)
     context = responses.ResponseContext(responses.new_response_id(), body)
 
+    storing = body.get("store", True) is not False
+
+    def document(response: dict[str, Any]) -> dict[str, Any]:
+        return {"response": response, "input": _with_ids(body.get("input"))}
+
     async def keep(served: Served, response: dict[str, Any]) -> None:
-        if body.get("store", True) is not False:
-            document = {"response": response, "input": _with_ids(body.get("input"))}
-            await store.save(identity.tenant, agent, served, previous_id, document)
+        if storing:
+            await store.save(identity.tenant, agent, served, previous_id, document(response))
 
     if streaming:
         translator = responses.ResponsesStream(context)
         encoder = EventStreamEncoder(translator, lambda served: keep(served, translator.response))
         return await stream(gateway, admitted, chat, encoder, (PROTOCOL, body))
-    completion, served = await serve(gateway, admitted, chat, (PROTOCOL, body))
-    response = responses.response_object(completion, context)
-    await keep(served, response)
+    policy = await gateway.catalog.policy(identity.tenant)
+    made: list[dict[str, Any]] = []
+
+    def stored(completion: dict[str, Any], served: Served) -> list[CaptureRecord]:
+        """The response, stored with the call's own records (one spool write)."""
+        made.append(responses.response_object(completion, context))
+        if not storing:
+            return []
+        kept = document(made[0])
+        return [store.record(policy, identity.tenant, agent, served, previous_id, kept)]
+
+    _, served = await serve(gateway, admitted, chat, (PROTOCOL, body), also=stored)
+    (response,) = made
     return Response(
         jsonio.dumps(response), media_type="application/json", headers=response_headers(served)
     )

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from atdp import Traffic
 from proxy import jsonio
 from proxy import router as routing
+from proxy.capture import CaptureRecord
 from proxy.engines.base import UpstreamError, UpstreamTimeout
 from proxy.errors import GatewayError
 from proxy.gateway import Gateway, Served, drop, new_session_id, upstream_failure
@@ -182,6 +183,7 @@ async def serve(
     admitted: Admitted,
     body: dict[str, Any],
     protocol: tuple[str, dict[str, Any]] | None = None,
+    also: Callable[[dict[str, Any], Served], list[CaptureRecord]] | None = None,
 ) -> tuple[dict[str, Any], Served]:
     """A whole answer to the chat-completions `body`, captured (see `Gateway.serve`)."""
     return await gateway.serve(
@@ -194,6 +196,7 @@ async def serve(
         pin=admitted.pin,
         harness=admitted.harness,
         protocol=protocol,
+        also=also,
     )
 
 

@@ -31,7 +31,12 @@ from proxy.capture import CaptureRecord
 from proxy.errors import GatewayError
 from proxy.gateway import Gateway, Served
 from proxy.protocols.responses import assistant_message, chat_messages
-from registry import NotFoundError, delete_stored_response, get_stored_response
+from registry import (
+    NotFoundError,
+    TenantPolicy,
+    delete_stored_response,
+    get_stored_response,
+)
 
 __all__ = ["ResponseStore", "StoredTurn"]
 
@@ -76,7 +81,22 @@ class ResponseStore:
         previous_id: str | None,
         document: dict[str, Any],
     ) -> None:
+        """Store a response now (a stream's, once it has ended)."""
         policy = await self.gateway.catalog.policy(tenant)
+        record = self.record(policy, tenant, agent, served, previous_id, document)
+        self.gateway.writer.submit([record])
+
+    def record(
+        self,
+        policy: TenantPolicy,
+        tenant: str,
+        agent: str,
+        served: Served,
+        previous_id: str | None,
+        document: dict[str, Any],
+    ) -> CaptureRecord:
+        """Keep a response in memory and return its capture record, for the caller to write
+        with the call's own records (`Gateway.serve(also=...)`): one spool write a call."""
         now = utcnow()
         retention = (
             timedelta(days=policy.retention_days) if policy.retention_days else DEFAULT_RETENTION
@@ -93,7 +113,7 @@ class ResponseStore:
         while len(self._recent) > self.capacity:
             self._recent.popitem(last=False)
         # A document of `registry.StoredResponse`, validated by the capture drain.
-        record = {
+        stored = {
             "id": response_id,
             "tenant": tenant,
             "agent": agent,
@@ -106,7 +126,7 @@ class ResponseStore:
             "created_at": now.isoformat(),
             "expires_at": turn.expires_at.isoformat(),
         }
-        self.gateway.writer.submit([CaptureRecord("stored_response", record)])
+        return CaptureRecord("stored_response", stored)
 
     async def turn(self, tenant: str, response_id: str, *, param: str) -> StoredTurn:
         """The tenant's response; 404 if there is none, it is another tenant's, deleted
