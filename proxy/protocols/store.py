@@ -30,6 +30,7 @@ from proxy import jsonio
 from proxy.capture import CaptureRecord
 from proxy.errors import GatewayError
 from proxy.gateway import Gateway, Served
+from proxy.governance import Redactor
 from proxy.protocols.responses import assistant_message, chat_messages
 from registry import (
     NotFoundError,
@@ -103,9 +104,8 @@ class ResponseStore:
         )
         key = self.gateway.config.seal_key
         raw = jsonio.dumps(document)
-        at_rest = (
-            raw if key else jsonio.dumps(self.gateway.redactor_for(policy).redact_json(document))
-        )
+        redactor = self.gateway.redactor_for(policy)
+        at_rest = raw if key else jsonio.dumps(_redacted(document, redactor))
         text = at_rest.decode()
         response_id = document["response"]["id"]
         turn = StoredTurn(tenant, served.session, previous_id, now + retention, raw)
@@ -179,6 +179,44 @@ class ResponseStore:
         found = await self.gateway.catalog.run(delete_stored_response, tenant, response_id)
         if not found:
             raise _not_found(response_id, "response_id")
+
+
+def _redacted(document: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
+    """The stored copy with every text a person, an agent or a model wrote redacted: the
+    items' texts, arguments and tool outputs, the instructions, tools, user and metadata.
+
+    Only those are walked, not the whole document: the rest (ids, times, counts, echoed
+    settings) holds no such text, and walking it all took measurable event-loop time on
+    every stored call (benchmarks/RESULTS.md, "Gateway overhead by protocol")."""
+
+    def text(value: Any) -> Any:
+        return redactor.redact_text(value).text if isinstance(value, str) else value
+
+    def parts(content: Any) -> Any:
+        if isinstance(content, list):
+            return [
+                {**part, "text": text(part["text"])}
+                if isinstance(part, dict) and "text" in part
+                else part
+                for part in content
+            ]
+        return text(content)
+
+    def item(entry: dict[str, Any]) -> dict[str, Any]:
+        entry = dict(entry)
+        for key in ("content", "output"):
+            if key in entry:
+                entry[key] = parts(entry[key])
+        if "arguments" in entry:
+            entry["arguments"] = redactor.redact_json(entry["arguments"])
+        return entry
+
+    response = dict(document["response"])
+    response["output"] = [item(entry) for entry in response.get("output") or []]
+    for key in ("instructions", "tools", "user", "metadata"):
+        if response.get(key):
+            response[key] = redactor.redact_json(response[key])
+    return {"response": response, "input": [item(entry) for entry in document["input"]]}
 
 
 def _expired(expires_at: datetime | None) -> bool:

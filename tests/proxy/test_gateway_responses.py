@@ -304,3 +304,42 @@ def test_nothing_raw_is_at_rest_and_a_restarted_gateway_continues(
     ]
     assert history[3]["content"] == "Thanks." and history[4]["content"] == second.output_text
     assert ("ada.lovelace@example.com" in history[1]["content"]) is sealed
+
+
+@pytest.mark.parametrize(
+    "place",
+    ["input text", "input parts", "tool output", "arguments", "output", "instructions", "meta"],
+)
+def test_every_written_text_of_a_stored_response_is_redacted(place) -> None:
+    from proxy.governance import Redactor
+    from proxy.protocols.store import _redacted
+
+    secret = "ada.lovelace@example.com"
+    said = {
+        "input text": [{"type": "message", "role": "user", "content": f"mail {secret}"}],
+        "input parts": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": secret}]}
+        ],
+        "tool output": [{"type": "function_call_output", "call_id": "c", "output": secret}],
+        "arguments": [
+            {
+                "type": "function_call",
+                "call_id": "c",
+                "name": "f",
+                "arguments": json.dumps({"to": secret}),
+            }
+        ],
+    }
+    response = {"id": "resp_1", "created_at": 1, "output": [], "usage": {"input_tokens": 3}}
+    if place == "output":
+        response["output"] = [
+            {"type": "message", "content": [{"type": "output_text", "text": secret}]}
+        ]
+    if place == "instructions":
+        response["instructions"] = f"Write to {secret}."
+    if place == "meta":
+        response["metadata"] = {"contact": secret}
+    document = {"response": response, "input": said.get(place, [])}
+    at_rest = json.dumps(_redacted(document, Redactor()))
+    assert secret not in at_rest and "[REDACTED:EMAIL]" in at_rest
+    assert json.loads(at_rest)["response"]["usage"] == {"input_tokens": 3}
