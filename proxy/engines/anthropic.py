@@ -13,20 +13,12 @@ Messages API requires, defaults to `DEFAULT_MAX_TOKENS` when the request names n
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import Callable
 from typing import Any
 
-import aiohttp
-
-from proxy.engines.base import UpstreamError, UpstreamTimeout
-from proxy.engines.openai_compat import (
-    OpenAICompatEngine,
-    _raise_for_status,
-    _sse_data,
-    _text,
-)
+from proxy.engines.base import UpstreamError
+from proxy.engines.openai_compat import OpenAICompatEngine, json_event
 
 __all__ = ["AnthropicEngine", "chat_completion", "messages_request"]
 
@@ -58,49 +50,16 @@ class AnthropicEngine(OpenAICompatEngine):
         if api_key:
             self._headers["x-api-key"] = api_key
 
-    async def complete(
-        self, body: dict, *, model: str | None, timeout: float, sent: asyncio.Event | None = None
-    ) -> dict:
-        payload = messages_request(body, model, stream=False)
-        try:
-            async with asyncio.timeout(timeout):
-                async with await self._post(payload, sock_read=None, sent=sent) as response:
-                    await _raise_for_status(response)
-                    raw = await response.read()
-        except TimeoutError as error:
-            raise UpstreamTimeout(f"{self.base_url} did not answer within {timeout} s") from error
-        except aiohttp.ClientError as error:
-            raise self._lost(error) from error
-        try:
-            return chat_completion(json.loads(raw))
-        except (ValueError, TypeError, KeyError) as error:
-            raise UpstreamError(
-                200, f"{self.base_url} answered with no message", _text(raw)
-            ) from error
+    answer_name = "message"
 
-    async def stream(
-        self, body: dict, *, model: str | None, timeout: float
-    ) -> AsyncGenerator[dict]:
-        payload = messages_request(body, model, stream=True)
-        chunks = _ChunkBuilder()
-        try:
-            async with asyncio.timeout(timeout):
-                response = await self._post(payload, sock_read=timeout)
-            async with response:
-                await _raise_for_status(response)
-                async for data in _sse_data(response.content):
-                    try:
-                        event = json.loads(data)
-                    except ValueError as error:
-                        raise UpstreamError(200, "a streamed event is not JSON", data) from error
-                    for chunk in chunks.of(event):
-                        yield chunk
-                    if event.get("type") == "message_stop":
-                        return
-        except TimeoutError as error:
-            raise UpstreamTimeout(f"{self.base_url} stalled for {timeout} s") from error
-        except aiohttp.ClientError as error:
-            raise self._lost(error) from error
+    def _request(self, body: dict, model: str | None, *, stream: bool) -> dict:
+        return messages_request(body, model, stream=stream)
+
+    def _completion(self, answer: Any) -> dict:
+        return chat_completion(answer)
+
+    def _stream_reader(self) -> Callable[[str], tuple[list[dict], bool]]:
+        return _ChunkBuilder().read
 
 
 # --- chat completions -> Messages ----------------------------------------------------------
@@ -313,6 +272,11 @@ class _ChunkBuilder:
             "model": self.model,
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
         }
+
+    def read(self, data: str) -> tuple[list[dict[str, Any]], bool]:
+        """The chunks of one event's data, and whether the stream has ended."""
+        event = json_event(data)
+        return self.of(event), event.get("type") == "message_stop"
 
     def of(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         kind = event.get("type")

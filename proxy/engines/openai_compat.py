@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
@@ -65,7 +65,7 @@ class OpenAICompatEngine(UpstreamEngine):
         self, body: dict, *, model: str | None, timeout: float, sent: asyncio.Event | None = None
     ) -> dict:
         """One chat completion; `timeout` bounds everything, connection retries included."""
-        payload = _payload(body, model, stream=False)
+        payload = self._request(body, model, stream=False)
         try:
             async with asyncio.timeout(timeout):
                 async with await self._post(payload, sock_read=None, sent=sent) as response:
@@ -76,30 +76,55 @@ class OpenAICompatEngine(UpstreamEngine):
         except aiohttp.ClientError as error:
             raise self._lost(error) from error
         try:
-            return json.loads(raw)
+            answer = json.loads(raw)
         except ValueError as error:
             raise UpstreamError(
                 200, f"{self.base_url} answered with non-JSON", _text(raw)
             ) from error
+        try:
+            return self._completion(answer)
+        except (KeyError, TypeError, ValueError) as error:
+            message = f"{self.base_url} answered with no {self.answer_name}"
+            raise UpstreamError(200, message, _text(raw)) from error
 
     async def stream(
         self, body: dict, *, model: str | None, timeout: float
     ) -> AsyncGenerator[dict]:
         """Chunks of a streamed chat completion; `timeout` bounds each wait, not the stream."""
-        payload = _payload(body, model, stream=True)
+        payload = self._request(body, model, stream=True)
+        reader = self._stream_reader()
         try:
             async with asyncio.timeout(timeout):
                 response = await self._post(payload, sock_read=timeout)
             async with response:
                 await _raise_for_status(response)
                 async for data in _sse_data(response.content):
-                    if data == "[DONE]":
+                    chunks, done = reader(data)
+                    for chunk in chunks:
+                        yield chunk
+                    if done:
                         return
-                    yield _chunk(data)
         except TimeoutError as error:
             raise UpstreamTimeout(f"{self.base_url} stalled for {timeout} s") from error
         except aiohttp.ClientError as error:
             raise self._lost(error) from error
+
+    # --- the protocol spoken upstream: an engine for another API overrides these ----------
+
+    answer_name = "chat completion"  # what an answer is called, for errors
+
+    def _request(self, body: dict, model: str | None, *, stream: bool) -> dict:
+        """What to POST for the chat-completions request `body`."""
+        return _payload(body, model, stream=stream)
+
+    def _completion(self, answer: Any) -> dict:
+        """The chat completion for the upstream's parsed answer."""
+        return answer
+
+    def _stream_reader(self) -> Callable[[str], tuple[list[dict], bool]]:
+        """A reader of one stream's event data: (the chat chunks it makes, whether the
+        stream has ended)."""
+        return lambda data: ([], True) if data == "[DONE]" else ([_chunk(data)], False)
 
     async def aclose(self) -> None:
         if self._session is not None:
@@ -218,6 +243,18 @@ def _chunk(data: str) -> dict:
     if "error" in chunk and not chunk.get("choices"):  # vLLM and SGLang report mid-stream errors
         raise UpstreamError(None, _error_message(chunk) or "error in stream", chunk)
     return chunk
+
+
+def json_event(data: str) -> dict[str, Any]:
+    """A streamed event's data as the JSON object it must be (another API's engine reads
+    its own events so)."""
+    try:
+        event = json.loads(data)
+    except ValueError as error:
+        raise UpstreamError(200, "a streamed event is not JSON", data) from error
+    if not isinstance(event, dict):
+        raise UpstreamError(200, "a streamed event is not a JSON object", data)
+    return event
 
 
 def _text(raw: bytes) -> str:

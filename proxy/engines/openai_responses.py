@@ -10,20 +10,12 @@ responses), and the upstream keeps nothing.
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import Callable
 from typing import Any
 
-import aiohttp
-
-from proxy.engines.base import UpstreamError, UpstreamTimeout
-from proxy.engines.openai_compat import (
-    OpenAICompatEngine,
-    _raise_for_status,
-    _sse_data,
-    _text,
-)
+from proxy.engines.base import UpstreamError
+from proxy.engines.openai_compat import OpenAICompatEngine, json_event
 
 __all__ = ["ResponsesEngine", "chat_completion", "responses_request"]
 
@@ -37,48 +29,16 @@ class ResponsesEngine(OpenAICompatEngine):
         super().__init__(base_url, api_key, **kwargs)
         self._url = f"{self.base_url}/responses"
 
-    async def complete(
-        self, body: dict, *, model: str | None, timeout: float, sent: asyncio.Event | None = None
-    ) -> dict:
-        payload = responses_request(body, model, stream=False)
-        try:
-            async with asyncio.timeout(timeout):
-                async with await self._post(payload, sock_read=None, sent=sent) as response:
-                    await _raise_for_status(response)
-                    raw = await response.read()
-        except TimeoutError as error:
-            raise UpstreamTimeout(f"{self.base_url} did not answer within {timeout} s") from error
-        except aiohttp.ClientError as error:
-            raise self._lost(error) from error
-        try:
-            return chat_completion(json.loads(raw))
-        except (ValueError, TypeError, KeyError) as error:
-            message = f"{self.base_url} answered with no response"
-            raise UpstreamError(200, message, _text(raw)) from error
+    answer_name = "response"
 
-    async def stream(
-        self, body: dict, *, model: str | None, timeout: float
-    ) -> AsyncGenerator[dict]:
-        payload = responses_request(body, model, stream=True)
-        chunks = _ChunkBuilder()
-        try:
-            async with asyncio.timeout(timeout):
-                response = await self._post(payload, sock_read=timeout)
-            async with response:
-                await _raise_for_status(response)
-                async for data in _sse_data(response.content):
-                    try:
-                        event = json.loads(data)
-                    except ValueError as error:
-                        raise UpstreamError(200, "a streamed event is not JSON", data) from error
-                    for chunk in chunks.of(event):
-                        yield chunk
-                    if event.get("type") in _FINAL:
-                        return
-        except TimeoutError as error:
-            raise UpstreamTimeout(f"{self.base_url} stalled for {timeout} s") from error
-        except aiohttp.ClientError as error:
-            raise self._lost(error) from error
+    def _request(self, body: dict, model: str | None, *, stream: bool) -> dict:
+        return responses_request(body, model, stream=stream)
+
+    def _completion(self, answer: Any) -> dict:
+        return chat_completion(answer)
+
+    def _stream_reader(self) -> Callable[[str], tuple[list[dict], bool]]:
+        return _ChunkBuilder().read
 
 
 # --- chat completions -> Responses ---------------------------------------------------------
@@ -240,6 +200,11 @@ class _ChunkBuilder:
             "model": self.model,
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
         }
+
+    def read(self, data: str) -> tuple[list[dict[str, Any]], bool]:
+        """The chunks of one event's data, and whether the stream has ended."""
+        event = json_event(data)
+        return self.of(event), event.get("type") in _FINAL
 
     def of(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         kind = event.get("type")
