@@ -4,6 +4,7 @@ on any of the gateway's protocols, whole and streamed, with the version's overla
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 
 import openai
 import pytest
@@ -20,26 +21,71 @@ from tests.support.gateway import GatewayServer, seed_gateway_world
 from tests.support.protocol_upstreams import AnthropicUpstream
 
 
+@contextmanager
+def served_by(tmp_path, upstream, engine_kind: str, model: str):
+    """The gateway on loopback, its support-bot served by `upstream` through the engine
+    `engine_kind`, with a harness and a renamed tool argument: (server, registry, keys)."""
+    url = f"sqlite:///{tmp_path / 'registry.db'}"
+    engine = create_db_engine(url)
+    upgrade(engine)
+    spec = VersionSpec(
+        model=ModelRef(engine=engine_kind, base_url=upstream.base_url, model=model),
+        harness=Harness(instructions="You are Acme's support agent."),
+        tools=ToolSchemaOverlay(
+            tools={"lookup_order": ToolOverride(argument_map={"id": "order_id"})}
+        ),
+    )
+    keys = seed_gateway_world(engine, upstream.base_url, spec)
+    config = GatewayConfig(
+        database_url=url, spool_dir=tmp_path / "spool", upstream_api_key=upstream.api_key
+    )
+    try:
+        with GatewayServer(config) as server:
+            yield server, engine, keys
+    finally:
+        engine.dispose()
+
+
+def tool_call(sdk, question: dict, session: str, streamed: bool) -> tuple[str, str]:
+    """(arguments, id) of the tool call the model answers `question` with."""
+    request = {
+        "model": "support-bot",
+        "messages": [question],
+        "tools": [LOOKUP],
+        "extra_headers": {"X-Session-Id": session},
+    }
+    if streamed:
+        chunks = list(sdk.chat.completions.create(stream=True, **request))
+        calls = [c for chunk in chunks for c in chunk.choices[0].delta.tool_calls or []]
+        return "".join(c.function.arguments or "" for c in calls), next(c.id for c in calls if c.id)
+    (call,) = sdk.chat.completions.create(**request).choices[0].message.tool_calls
+    return call.function.arguments, call.id
+
+
+def tool_result(sdk, question: dict, session: str, call_id: str, arguments: str, result: str):
+    """The model's answer once the call (`call_id`, `arguments`) returned `result`."""
+    call = {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": "lookup_order", "arguments": arguments},
+    }
+    return sdk.chat.completions.create(
+        model="support-bot",
+        tools=[LOOKUP],
+        messages=[
+            question,
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call_id, "content": result},
+        ],
+        extra_headers={"X-Session-Id": session},
+    )
+
+
 @pytest.fixture
 def claude_live(tmp_path):
     with AnthropicUpstream(api_key="sk-ant-test") as upstream:
-        url = f"sqlite:///{tmp_path / 'registry.db'}"
-        engine = create_db_engine(url)
-        upgrade(engine)
-        spec = VersionSpec(
-            model=ModelRef(engine="anthropic", base_url=upstream.base_url, model="claude-test"),
-            harness=Harness(instructions="You are Acme's support agent."),
-            tools=ToolSchemaOverlay(
-                tools={"lookup_order": ToolOverride(argument_map={"id": "order_id"})}
-            ),
-        )
-        keys = seed_gateway_world(engine, upstream.base_url, spec)
-        config = GatewayConfig(
-            database_url=url, spool_dir=tmp_path / "spool", upstream_api_key="sk-ant-test"
-        )
-        with GatewayServer(config) as server:
-            yield server, engine, keys, upstream
-        engine.dispose()
+        with served_by(tmp_path, upstream, "anthropic", "claude-test") as live:
+            yield *live, upstream
 
 
 @pytest.mark.parametrize("streamed", [False, True])
@@ -47,21 +93,8 @@ def test_a_chat_agent_is_served_by_a_messages_upstream(claude_live, streamed) ->
     server, engine, keys, upstream = claude_live
     sdk = client(server, keys["acme"])
     question = {"role": "user", "content": 'Where? call lookup_order with {"id": "A-17"}'}
-    request = {
-        "model": "support-bot",
-        "messages": [question],
-        "tools": [LOOKUP],
-        "extra_headers": {"X-Session-Id": f"claude-{streamed}"},
-    }
-    if streamed:
-        chunks = list(sdk.chat.completions.create(stream=True, **request))
-        calls = [c for chunk in chunks for c in chunk.choices[0].delta.tool_calls or []]
-        arguments = "".join(c.function.arguments or "" for c in calls)
-        call_id = next(c.id for c in calls if c.id)
-    else:
-        reply = sdk.chat.completions.create(**request)
-        (call,) = reply.choices[0].message.tool_calls
-        arguments, call_id = call.function.arguments, call.id
+    session = f"claude-{streamed}"
+    arguments, call_id = tool_call(sdk, question, session, streamed)
     sent = upstream.requests[-1]
     assert sent["system"] == "You are Acme's support agent."
     assert sent["model"] == "claude-test" and sent["max_tokens"] > 0
@@ -70,26 +103,7 @@ def test_a_chat_agent_is_served_by_a_messages_upstream(claude_live, streamed) ->
     assert json.loads(arguments) == {"order_id": "A-17"}  # the model's `id`, mapped back
 
     # The tool's result goes back as a user turn of tool_result blocks.
-    done = sdk.chat.completions.create(
-        model="support-bot",
-        tools=[LOOKUP],
-        messages=[
-            question,
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": call_id,
-                        "type": "function",
-                        "function": {"name": "lookup_order", "arguments": arguments},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": call_id, "content": "shipped"},
-        ],
-        extra_headers={"X-Session-Id": f"claude-{streamed}"},
-    )
+    done = tool_result(sdk, question, session, call_id, arguments, "shipped")
     turns = upstream.requests[-1]["messages"]
     assert [t["role"] for t in turns] == ["user", "assistant", "user"]
     assert turns[1]["content"][0] == {
@@ -102,7 +116,7 @@ def test_a_chat_agent_is_served_by_a_messages_upstream(claude_live, streamed) ->
         {"type": "tool_result", "tool_use_id": call_id, "content": "shipped"}
     ]
     assert done.choices[0].message.content.startswith("echo:")
-    _, events = stored(server, engine, "acme", f"claude-{streamed}")
+    _, events = stored(server, engine, "acme", session)
     llm = [e for e in events if e.kind.value == "llm_call"]
     assert llm[0].metadata.tokens.prompt > 0 and llm[-1].action.content.startswith("echo:")
 

@@ -11,55 +11,27 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from atdp import Harness, ModelRef, ToolOverride, ToolSchemaOverlay, VersionSpec
-from proxy.config import GatewayConfig
 from proxy.engines.openai_responses import chat_completion, responses_request
 from proxy.protocols.responses import ResponseContext, chat_request, response_object
-from registry import create_db_engine, upgrade
-from tests.proxy.test_engine_anthropic import chats
-from tests.proxy.test_gateway_sdk import LOOKUP, client, stored
-from tests.support.gateway import GatewayServer, seed_gateway_world
+from tests.proxy.test_engine_anthropic import chats, served_by, tool_call, tool_result
+from tests.proxy.test_gateway_sdk import client, stored
 from tests.support.protocol_upstreams import ResponsesUpstream
 
 
 @pytest.fixture
 def responses_live(tmp_path):
     with ResponsesUpstream(api_key="sk-test") as upstream:
-        url = f"sqlite:///{tmp_path / 'registry.db'}"
-        engine = create_db_engine(url)
-        upgrade(engine)
-        spec = VersionSpec(
-            model=ModelRef(engine="openai-responses", base_url=upstream.base_url, model="gpt-test"),
-            harness=Harness(instructions="You are Acme's support agent."),
-            tools=ToolSchemaOverlay(
-                tools={"lookup_order": ToolOverride(argument_map={"id": "order_id"})}
-            ),
-        )
-        keys = seed_gateway_world(engine, upstream.base_url, spec)
-        config = GatewayConfig(
-            database_url=url, spool_dir=tmp_path / "spool", upstream_api_key="sk-test"
-        )
-        with GatewayServer(config) as server:
-            yield server, engine, keys, upstream
-        engine.dispose()
+        with served_by(tmp_path, upstream, "openai-responses", "gpt-test") as live:
+            yield *live, upstream
 
 
 @pytest.mark.parametrize("streamed", [False, True])
 def test_a_chat_agent_is_served_by_a_responses_upstream(responses_live, streamed) -> None:
     server, engine, keys, upstream = responses_live
     sdk = client(server, keys["acme"])
-    session = {"X-Session-Id": f"resp-up-{streamed}"}
+    session = f"resp-up-{streamed}"
     question = {"role": "user", "content": 'Where? call lookup_order with {"id": "A-17"}'}
-    request = {"model": "support-bot", "messages": [question], "tools": [LOOKUP]}
-    if streamed:
-        chunks = list(sdk.chat.completions.create(stream=True, extra_headers=session, **request))
-        calls = [c for chunk in chunks for c in chunk.choices[0].delta.tool_calls or []]
-        arguments = "".join(c.function.arguments or "" for c in calls)
-        call_id = next(c.id for c in calls if c.id)
-    else:
-        reply = sdk.chat.completions.create(extra_headers=session, **request)
-        (call,) = reply.choices[0].message.tool_calls
-        arguments, call_id = call.function.arguments, call.id
+    arguments, call_id = tool_call(sdk, question, session, streamed)
     sent = upstream.requests[-1]
     assert sent["model"] == "gpt-test" and sent["store"] is False
     assert sent["input"][0] == {
@@ -70,32 +42,13 @@ def test_a_chat_agent_is_served_by_a_responses_upstream(responses_live, streamed
     assert sent["tools"][0]["name"] == "lookup_order"
     assert json.loads(arguments) == {"order_id": "A-17"}  # the model's `id`, mapped back
 
-    done = sdk.chat.completions.create(
-        model="support-bot",
-        tools=[LOOKUP],
-        messages=[
-            question,
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": call_id,
-                        "type": "function",
-                        "function": {"name": "lookup_order", "arguments": arguments},
-                    }
-                ],
-            },
-            {"role": "tool", "tool_call_id": call_id, "content": "shipped"},
-        ],
-        extra_headers=session,
-    )
+    done = tool_result(sdk, question, session, call_id, arguments, "shipped")
     items = upstream.requests[-1]["input"]
     assert items[-2]["type"] == "function_call" and items[-2]["call_id"] == call_id
     assert json.loads(items[-2]["arguments"]) == {"id": "A-17"}  # as the version shows it
     assert items[-1] == {"type": "function_call_output", "call_id": call_id, "output": "shipped"}
     assert done.choices[0].message.content.startswith("echo:")
-    _, events = stored(server, engine, "acme", f"resp-up-{streamed}")
+    _, events = stored(server, engine, "acme", session)
     llm = [e for e in events if e.kind.value == "llm_call"]
     assert llm[0].metadata.tokens.prompt > 0 and llm[-1].action.content.startswith("echo:")
 
