@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -137,6 +138,8 @@ def as_messages(body: dict) -> dict:
 
 
 PROTOCOLS = {
+    # chat completions again, as its own target: the noise floor of a comparison (A/A)
+    "chat": ("/v1/chat/completions", None),
     "responses": ("/v1/responses", as_responses),
     # the same, asking the gateway not to store the response (`store: false`)
     "responses-unstored": ("/v1/responses", lambda body: {**as_responses(body), "store": False}),
@@ -412,16 +415,22 @@ def closed_loop_round(
     rounds: int,
     session_length: int,
     body: dict,
-) -> dict[str, tuple[float, float, float, float]]:
-    """Per target: p50 and p99 latency (ms), and CPU per request (ms) of its server process
-    and of that process's children (a gateway's capture drain), the targets interleaved."""
+) -> dict[str, tuple[float, float, float, float, list[float]]]:
+    """Per target: p50 and p99 latency (ms), CPU per request (ms) of its server process and
+    of that process's children (a gateway's capture drain), and each round's own p50; the
+    targets interleaved in an order that rotates from round to round."""
     runs: dict[str, list[float]] = {name: [] for name in targets}
+    round_p50s: dict[str, list[float]] = {name: [] for name in targets}
     cpu = {name: [0.0, 0.0] for name in targets}
-    for _ in range(rounds):
-        for name, target in targets.items():
+    order = list(targets.items())
+    for round_ in range(rounds):
+        # Each round starts one target later, so none always follows the same other one
+        # (a target's capture is still being committed while the next one runs).
+        shift = round_ % len(order)
+        for name, target in order[shift:] + order[:shift]:
             pid = target.process.pid if target.process else None
             before = tree_cpu(pid) if pid else (0.0, 0.0)
-            runs[name] += asyncio.run(
+            latencies = asyncio.run(
                 closed_loop(
                     target.url,
                     target.headers,
@@ -433,6 +442,8 @@ def closed_loop_round(
                 )
             )
             after = tree_cpu(pid) if pid else (0.0, 0.0)
+            runs[name] += latencies
+            round_p50s[name].append(pct(latencies, 0.5))
             cpu[name][0] += after[0] - before[0]
             cpu[name][1] += after[1] - before[1]
     requests = rounds * clients * per_client
@@ -442,9 +453,24 @@ def closed_loop_round(
             pct(runs[name], 0.99),
             1000 * cpu[name][0] / requests,
             1000 * cpu[name][1] / requests,
+            round_p50s[name],
         )
         for name in targets
     }
+
+
+def paired_difference(
+    target: list[float], baseline: list[float], resamples: int = 2000
+) -> tuple[float, float, float]:
+    """The median over rounds of (target's p50 - baseline's p50) in the same round, with a
+    90% bootstrap interval: how far apart two targets are, and how sure one run is of it.
+    Rounds pair the two under the same conditions, which the pooled p50s do not."""
+    differences = [a - b for a, b in zip(target, baseline, strict=True)]
+    draw = random.Random(0)
+    medians = sorted(
+        statistics.median(draw.choices(differences, k=len(differences))) for _ in range(resamples)
+    )
+    return statistics.median(differences), pct(medians, 0.05), pct(medians, 0.95)
 
 
 def main() -> None:
@@ -481,7 +507,7 @@ def main() -> None:
         "--protocols",
         default="",
         help="also measure the gateway's other APIs: comma-separated from responses, "
-        "responses-unstored, messages",
+        "responses-unstored, messages; and chat, chat completions again (the noise floor)",
     )
     parser.add_argument(
         "--otel",
@@ -601,6 +627,7 @@ def main() -> None:
 _LABELS = {
     "bare": "bare proxy",
     "gateway": "gateway",
+    "chat": "gateway chat completions again",
     "responses": "gateway /v1/responses",
     "responses-unstored": "gateway /v1/responses, store: false",
     "messages": "gateway /v1/messages",
@@ -609,15 +636,27 @@ _LABELS = {
 }
 
 
-def _summary(row: dict[str, tuple[float, float, float, float]]) -> str:
-    d50, d99, _, _ = row["direct"]
+def _summary(row: dict[str, tuple[float, float, float, float, list[float]]]) -> str:
+    d50, d99 = row["direct"][:2]
     parts = [f"direct {d50:6.2f} / {d99:6.2f}"]
     for name, label in _LABELS.items():
         if name in row:
-            p50, p99, own, children = row[name]
+            p50, p99, own, children, _ = row[name]
             cpu = f"{own:.2f}" + (f" + drain {children:.2f}" if name != "bare" else "")
             parts.append(f"{label} adds {p50 - d50:5.2f} / {p99 - d99:5.2f} (CPU {cpu} ms)")
-    return "  ".join(parts) + "  [ms, p50 / p99; CPU per request]"
+    lines = ["  ".join(parts) + "  [ms, p50 / p99; CPU per request]"]
+    for name in _against_chat(row):
+        median, low, high = paired_difference(row[name][4], row["gateway"][4])
+        lines.append(
+            f"    {_LABELS[name]} minus chat completions, p50 per round: "
+            f"{median:+.2f} ms (90% interval {low:+.2f} to {high:+.2f})"
+        )
+    return "\n".join(lines)
+
+
+def _against_chat(row: dict) -> list[str]:
+    """The targets served by the same gateway as its chat completions, other than those."""
+    return [name for name in _LABELS if name in row and name in PROTOCOLS]
 
 
 def _report(args, rows, sweep, knee, capture_rate: float, capture_lost: int) -> list[str]:
@@ -642,12 +681,13 @@ def _report(args, rows, sweep, knee, capture_rate: float, capture_lost: int) -> 
     )
     table = [header, "|---|---|" + "---|" * len(names) + "---|"]
     for clients, row in rows:
-        d50, d99, _, _ = row["direct"]
+        d50, d99 = row["direct"][:2]
         cells = [f"{clients}", f"{d50:.2f} / {d99:.2f}"]
         cells += [f"{row[n][0] - d50:.2f} / {row[n][1] - d99:.2f}" for n in names]
         cpu = [f"{row[n][2]:.2f}" + ("" if n == "bare" else f" (+ {row[n][3]:.2f})") for n in names]
         cells.append(" / ".join(cpu))
         table.append("| " + " | ".join(cells) + " |")
+    paired = _paired_table(rows)
     return [
         f"\n## Gateway overhead ({today})\n",
         f"`{command}`: an upstream with a fixed 20 ms delay, called directly and through "
@@ -655,6 +695,7 @@ def _report(args, rows, sweep, knee, capture_rate: float, capture_lost: int) -> 
         "auth, no capture) and the gateway (capture on, PostgreSQL registry), "
         "interleaved; each server and the load generator in its own process.\n",
         *table,
+        *paired,
         "",
         "Open loop, added p50 by request rate: "
         + ", ".join(f"{r}/s: {a:.2f} ms" for r, a in sweep)
@@ -664,6 +705,28 @@ def _report(args, rows, sweep, knee, capture_rate: float, capture_lost: int) -> 
         f"{args.capture_events:,} llm_call-sized events as fast as it takes them: "
         f"{capture_rate:,.0f} events/s sustained, {capture_lost} lost.",
     ]
+
+
+def _paired_table(rows) -> list[str]:
+    """Each other API's p50 minus chat completions', round by round (see
+    `paired_difference`), as a table; none if only chat completions ran."""
+    names = _against_chat(rows[0][1]) if rows else []
+    if not names:
+        return []
+    table = [
+        "",
+        "Minus chat completions, p50 ms, the median of the rounds' differences (90% interval):",
+        "",
+        "| clients | " + " | ".join(_LABELS[n] for n in names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
+    for clients, row in rows:
+        cells = []
+        for name in names:
+            median, low, high = paired_difference(row[name][4], row["gateway"][4])
+            cells.append(f"{median:+.2f} ({low:+.2f} to {high:+.2f})")
+        table.append(f"| {clients} | " + " | ".join(cells) + " |")
+    return table
 
 
 if __name__ == "__main__":

@@ -104,27 +104,30 @@ class ResponseStore:
         )
         key = self.gateway.config.seal_key
         raw = jsonio.dumps(document)
-        redactor = self.gateway.redactor_for(policy)
-        at_rest = raw if key else jsonio.dumps(_redacted(document, redactor))
-        text = at_rest.decode()
+        if key:
+            at_rest = _seal(raw.decode(), key)
+        else:  # the same text unless redaction found something (the common case)
+            redacted = _redacted(document, self.gateway.redactor_for(policy))
+            at_rest = (raw if redacted is document else jsonio.dumps(redacted)).decode()
         response_id = document["response"]["id"]
         turn = StoredTurn(tenant, served.session, previous_id, now + retention, raw)
         self._recent[response_id] = turn
         while len(self._recent) > self.capacity:
             self._recent.popitem(last=False)
-        # A document of `registry.StoredResponse`, validated by the capture drain.
+        # A document of `registry.StoredResponse`, validated by the capture drain (which
+        # reads the ids and times as orjson writes them).
         stored = {
             "id": response_id,
             "tenant": tenant,
             "agent": agent,
             "session": served.session,
-            "trajectory_id": str(served.trajectory_id),
-            "event_id": str(served.event_id),
+            "trajectory_id": served.trajectory_id,
+            "event_id": served.event_id,
             "previous_id": previous_id,
-            "document": _seal(text, key) if key else text,
+            "document": at_rest,
             "sealed": key is not None,
-            "created_at": now.isoformat(),
-            "expires_at": turn.expires_at.isoformat(),
+            "created_at": now,
+            "expires_at": turn.expires_at,
         }
         return CaptureRecord("stored_response", stored)
 
@@ -183,14 +186,21 @@ class ResponseStore:
 
 def _redacted(document: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
     """The stored copy with every text a person, an agent or a model wrote redacted: the
-    items' texts, arguments and tool outputs, the instructions, tools, user and metadata.
+    items' texts, arguments and tool outputs, the instructions, tools, user and metadata;
+    `document` itself when nothing was found.
 
     Only those are walked, not the whole document: the rest (ids, times, counts, echoed
     settings) holds no such text, and walking it all took measurable event-loop time on
     every stored call (benchmarks/RESULTS.md, "Gateway overhead by protocol")."""
+    changed = False
+
+    def kept(new: Any, old: Any) -> Any:
+        nonlocal changed
+        changed = changed or new is not old
+        return new
 
     def text(value: Any) -> Any:
-        return redactor.redact_text(value).text if isinstance(value, str) else value
+        return kept(redactor.redact_text(value).text, value) if isinstance(value, str) else value
 
     def parts(content: Any) -> Any:
         if isinstance(content, list):
@@ -208,15 +218,16 @@ def _redacted(document: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
             if key in entry:
                 entry[key] = parts(entry[key])
         if "arguments" in entry:
-            entry["arguments"] = redactor.redact_json(entry["arguments"])
+            entry["arguments"] = kept(redactor.redact_json(entry["arguments"]), entry["arguments"])
         return entry
 
     response = dict(document["response"])
     response["output"] = [item(entry) for entry in response.get("output") or []]
     for key in ("instructions", "tools", "user", "metadata"):
         if response.get(key):
-            response[key] = redactor.redact_json(response[key])
-    return {"response": response, "input": [item(entry) for entry in document["input"]]}
+            response[key] = kept(redactor.redact_json(response[key]), response[key])
+    redacted = {"response": response, "input": [item(entry) for entry in document["input"]]}
+    return redacted if changed else document
 
 
 def _expired(expires_at: datetime | None) -> bool:
