@@ -20,6 +20,7 @@ from evoplane.cli import (
     up_cmd,
     worker_cmd,
 )
+from evoplane.control.client import ControlAPIError
 from evoplane.settings import SettingsError
 from evoplane.stack.launcher import StackError
 from evoplane.stack.process import PortInUseError
@@ -72,7 +73,7 @@ USER_ERRORS = (
     StackError,
     SettingsError,
     FileNotFoundError,
-    control_cmd.ControlAPIError,
+    ControlAPIError,
 )
 
 

@@ -13,52 +13,22 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import httpx
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from evoplane.settings import Settings, load_settings
+from evoplane.control.client import ControlClient
+from evoplane.settings import load_settings
 
 console = Console(soft_wrap=True)
 
 
-class ControlAPIError(RuntimeError):
-    """The control API refused a request or could not be reached."""
+def _control() -> ControlClient:
+    """The control API this machine's settings point at, with its admin token."""
+    from evoplane.stack.launcher import admin_token_of
 
-
-def _client(settings: Settings) -> httpx.Client:
-    from evoplane.control import admin_token
-
-    configured = settings.admin_token.get_secret_value() if settings.admin_token else None
-    token = admin_token(configured, settings.data_dir)
-    return httpx.Client(
-        base_url=f"http://{settings.host}:{settings.api_port}",
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=60,
-    )
-
-
-def call(method: str, path: str, body: dict | None = None, **params: Any) -> Any:
-    """One control API call; errors become a ControlAPIError that says what to do."""
     settings = load_settings()
-    try:
-        with _client(settings) as client:
-            response = client.request(
-                method, path, json=body, params={k: v for k, v in params.items() if v is not None}
-            )
-    except httpx.TransportError as error:
-        raise ControlAPIError(
-            f"the control API at {settings.host}:{settings.api_port} is not reachable ({error}); "
-            "start it with `evoplane up` (or `evoplane api` beside your own Temporal)"
-        ) from None
-    if response.status_code >= 400:
-        try:
-            detail = response.json().get("detail")
-        except ValueError:
-            detail = response.text
-        raise ControlAPIError(f"{response.status_code}: {detail}")
-    return response.json()
+    return ControlClient(f"http://{settings.host}:{settings.api_port}", admin_token_of(settings))
 
 
 def _duration_minutes(text: str) -> float:
@@ -113,11 +83,8 @@ def evolve(
         options["force"] = force
     if candidate:
         options["candidate"] = json.loads(candidate.read_text())
-    started = call(
-        "POST",
-        "/api/evolutions",
-        {"agent": agent, "tenants": tenant or None, "options": options},
-    )
+    with _control() as control:
+        started = control.evolve(agent, options, tenants=tenant or None)
     console.print(f"started [bold]{started['id']}[/bold]")
     if started.get("ui"):
         console.print(f"watch it: {started['ui']}")
@@ -125,16 +92,18 @@ def evolve(
 
 def status(evolution_id: str | None = typer.Argument(None), agent: str | None = None) -> None:
     """One evolution in detail, or the latest ones (optionally of one agent)."""
-    if evolution_id is None:
-        for record in call("GET", "/api/evolutions", agent=agent):  # one line each: greppable
-            console.print(
-                f"{record['id']}  action={record['action'] or '-'}  stage={record['stage']}  "
-                f"outcome={record['outcome'] or '-'}  "
-                f"candidate={record['candidate_version_id'] or '-'}",
-                highlight=False,
-            )
+    with _control() as control:
+        found = control.evolution(evolution_id) if evolution_id else None
+        records = control.evolutions(agent) if found is None else []
+    for record in records:  # one line each: greppable
+        console.print(
+            f"{record['id']}  action={record['action'] or '-'}  stage={record['stage']}  "
+            f"outcome={record['outcome'] or '-'}  "
+            f"candidate={record['candidate_version_id'] or '-'}",
+            highlight=False,
+        )
+    if found is None:
         return
-    found = call("GET", f"/api/evolutions/{evolution_id}")
     live, record = found["live"] or {}, found["record"] or {}
     console.print(f"[bold]{evolution_id}[/bold]  {found.get('ui') or ''}")
     console.print(f"stage: {live.get('stage') or record.get('stage')}")
@@ -163,23 +132,22 @@ def _findings_line(findings: list[dict[str, Any]]) -> str:
 
 def approve(evolution_id: str, actor: str = typer.Option(...), reason: str = "") -> None:
     """Let an evolution past its approval point."""
-    result = call(
-        "POST", f"/api/evolutions/{evolution_id}/approve", {"actor": actor, "reason": reason}
-    )
+    with _control() as control:
+        result = control.decide(evolution_id, "approve", actor, reason)
     console.print(f"approved; now at {result['stage']}")
 
 
 def reject(evolution_id: str, actor: str = typer.Option(...), reason: str = "") -> None:
     """Stop an evolution at its approval point."""
-    result = call(
-        "POST", f"/api/evolutions/{evolution_id}/reject", {"actor": actor, "reason": reason}
-    )
+    with _control() as control:
+        result = control.decide(evolution_id, "reject", actor, reason)
     console.print(f"rejected: {result['reason']}")
 
 
 def abort(evolution_id: str, actor: str = typer.Option(...), reason: str = "") -> None:
     """Stop an evolution at its next step; canary and shadow are cleared."""
-    call("POST", f"/api/evolutions/{evolution_id}/abort", {"actor": actor, "reason": reason})
+    with _control() as control:
+        control.decide(evolution_id, "abort", actor, reason)
     console.print("abort requested")
 
 
@@ -190,11 +158,8 @@ def rollback(
     reason: str = typer.Option(..., help="Why (recorded with the move)."),
 ) -> None:
     """Put an earlier version back on stable; canary, shadow and holdback are cleared."""
-    result = call(
-        "POST",
-        f"/api/agents/{agent}/rollback",
-        {"to_version": to, "actor": actor, "reason": reason},
-    )
+    with _control() as control:
+        result = control.rollback(agent, actor, reason, to_version=to)
     console.print(f"{agent}: stable {result['from_version']} -> {result['to_version']}")
 
 
@@ -204,14 +169,16 @@ def end_holdback(
     reason: str = typer.Option("", help="Why (recorded with the move)."),
 ) -> None:
     """Send the new sessions a holdback keeps on the replaced version to stable instead."""
-    result = call("POST", f"/api/agents/{agent}/holdback/end", {"actor": actor, "reason": reason})
+    with _control() as control:
+        result = control.end_holdback(agent, actor, reason)
     ended = result["ended"]
     console.print(f"{agent}: holdback on {ended} ended" if ended else f"{agent}: no holdback runs")
 
 
 def versions(agent: str = typer.Option(...)) -> None:
     """An agent's versions and where its aliases point."""
-    found = call("GET", f"/api/agents/{agent}/versions")
+    with _control() as control:
+        found = control.versions(agent)
     aliases = found["aliases"]
     marks = {
         aliases.get("stable"): "stable",
@@ -237,11 +204,8 @@ def schedule(
     tenant: list[str] = typer.Option([], help="Limit to these tenants (repeatable)."),
 ) -> None:
     """Evolve an agent periodically (a Temporal Schedule; a pass never overlaps the last)."""
-    result = call(
-        "POST",
-        "/api/schedules",
-        {"agent": agent, "every_minutes": _duration_minutes(every), "tenants": tenant or None},
-    )
+    with _control() as control:
+        result = control.schedule(agent, _duration_minutes(every), tenants=tenant or None)
     verb = "created" if result["created"] else "updated"
     console.print(f"schedule {result['id']} {verb}: every {every}")
 
@@ -253,18 +217,19 @@ def api(
     import uvicorn
 
     from evoplane.cli.gateway_cmd import KEEP_ALIVE_SECONDS
-    from evoplane.control import ControlConfig, admin_token, create_control_app
+    from evoplane.control.app import create_control_app
+    from evoplane.control.config import ControlConfig
+    from evoplane.stack.launcher import admin_token_of
     from evoplane.worker import connect
     from registry import check_schema, create_db_engine
 
     settings = load_settings(api_port=port)
     engine = create_db_engine(settings.registry_url)
     check_schema(engine)
-    configured = settings.admin_token.get_secret_value() if settings.admin_token else None
     config = ControlConfig(
         engine=engine,
         connect=lambda: connect(settings),
-        admin_token=admin_token(configured, settings.data_dir),
+        admin_token=admin_token_of(settings),
         namespace=settings.temporal_namespace,
         temporal_ui_url=settings.temporal_ui_url,
     )

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from evoplane.control.client import ControlClient
 from evoplane.demo import world
 from evoplane.demo.agent import SupportAgent
 from evoplane.demo.drifts import Round
@@ -214,42 +215,6 @@ class QuietReporter:
         pass
 
 
-# --- the control API ------------------------------------------------------------------------
-
-
-class ControlClient:
-    """The control API, as an operator's script calls it."""
-
-    def __init__(self, endpoints: Endpoints) -> None:
-        self.http = httpx.Client(
-            base_url=endpoints.control,
-            headers={"Authorization": f"Bearer {endpoints.admin_token}"},
-            timeout=60,
-        )
-
-    def close(self) -> None:
-        self.http.close()
-
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
-        response = self.http.request(method, path, json=body)
-        if response.status_code >= 400:
-            raise DemoError(f"control API {method} {path}: {response.status_code} {response.text}")
-        return response.json()
-
-    def configure(self, agent: str, settings: dict[str, Any]) -> None:
-        self._call("PUT", f"/api/agents/{agent}/settings", settings)
-
-    def evolve(self, agent: str, options: dict[str, Any]) -> dict[str, Any]:
-        return self._call("POST", "/api/evolutions", {"agent": agent, "options": options})
-
-    def evolution(self, evolution_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/api/evolutions/{evolution_id}")
-
-    def versions(self, agent: str) -> dict[str, Any]:
-        """The agent's aliases and versions."""
-        return self._call("GET", f"/api/agents/{agent}/versions")
-
-
 # --- traffic --------------------------------------------------------------------------------
 
 
@@ -352,7 +317,7 @@ class _Demo:
         self.endpoints, self.scale, self.seed, self.reporter = endpoints, scale, seed, reporter
         self.model = model
         self.engine = create_db_engine(endpoints.registry_url)
-        self.control = ControlClient(endpoints)
+        self.control = ControlClient(endpoints.control, endpoints.admin_token)
         self.platform = Platform()
         self.run_id = uuid.uuid4().hex[:6]
         self.name = agent

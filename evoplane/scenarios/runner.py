@@ -25,7 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from evoplane.demo.runner import ControlClient, Endpoints, QuietReporter, Reporter
+from evoplane.control.client import ControlClient
+from evoplane.demo.runner import Endpoints, QuietReporter, Reporter
 from evoplane.scenarios.agent import ScenarioAgent
 from evoplane.scenarios.catalog import Expect, Load, Scenario
 from evoplane.scenarios.model import ScriptedModel
@@ -190,7 +191,7 @@ class _ScenarioRun:
         self.model = f"{self.agent}-llm"
         models[self.model] = ScriptedModel(self.world)
         self.tenants = {tenant: tenancy.name(tenant) for tenant in self.world.tenants}
-        self.control = ControlClient(endpoints)
+        self.control = ControlClient(endpoints.control, endpoints.admin_token)
         self.agents: dict[str, ScenarioAgent] = {}
         self.ledger: list[tuple[float, Visit]] = []
         self._lock = threading.Lock()

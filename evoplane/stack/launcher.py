@@ -105,7 +105,7 @@ def _start(service: Service, stop: threading.Event, console: Console) -> None:
 
 def admin_token_of(settings: Settings) -> str:
     """The control API's token: configured, or generated once into the data dir."""
-    from evoplane.control import admin_token
+    from evoplane.control.config import admin_token
 
     configured = settings.admin_token.get_secret_value() if settings.admin_token else None
     return admin_token(configured, settings.data_dir)

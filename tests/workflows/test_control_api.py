@@ -13,7 +13,8 @@ from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from evoplane.cli import app as cli
-from evoplane.control import ControlConfig, create_control_app
+from evoplane.control.app import create_control_app
+from evoplane.control.config import ControlConfig
 from registry import (
     Alias,
     alias_history,

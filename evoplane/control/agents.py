@@ -1,0 +1,134 @@
+"""/api/agents: the agents, their versions and evolution settings, rollback, the holdback."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, ConfigDict, Field
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+from activities.models import RollbackRequest, RollbackResult
+from evolution.settings import EvolutionSettings
+from evoplane.control.config import ControlConfig, authorised, ui_link
+from evoplane.control.evolutions import Decision
+from registry import (
+    Alias,
+    current_aliases,
+    get_agent,
+    list_agents,
+    list_versions,
+    set_agent_settings,
+    set_alias,
+    transaction,
+)
+from workflows.naming import rollback_workflow_id
+from workflows.queues import CONTROL_QUEUE
+from workflows.rollback import RollbackWorkflow
+from workflows.search_attributes import AGENT
+
+__all__ = ["RollbackBody", "router"]
+
+router = APIRouter(prefix="/api/agents")
+
+
+class RollbackBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    to_version: str | None = None
+    actor: str = Field(min_length=1)
+    reason: str = ""
+
+
+@router.get("")
+async def agents(c: ControlConfig = Depends(authorised)) -> list[dict[str, Any]]:
+    with transaction(c.engine) as session:
+        return [
+            {
+                "name": agent.name,
+                "description": agent.description,
+                "aliases": current_aliases(session, agent.name).model_dump(mode="json"),
+            }
+            for agent in list_agents(session)
+        ]
+
+
+@router.get("/{agent}/versions")
+async def versions(agent: str, c: ControlConfig = Depends(authorised)) -> dict[str, Any]:
+    with transaction(c.engine) as session:
+        get_agent(session, agent)
+        return {
+            "aliases": current_aliases(session, agent).model_dump(mode="json"),
+            "versions": [
+                {
+                    "id": v.id,
+                    "parent_id": v.parent_id,
+                    "author": v.author,
+                    "reason": v.reason,
+                    "created_at": v.created_at.isoformat(),
+                    "content_hash": v.content_hash,
+                }
+                for v in list_versions(session, agent)
+            ],
+        }
+
+
+@router.get("/{agent}/settings")
+async def agent_settings(agent: str, c: ControlConfig = Depends(authorised)) -> dict[str, Any]:
+    """The agent's evolution settings, defaults filled in."""
+    with transaction(c.engine) as session:
+        stored = get_agent(session, agent).settings
+    return EvolutionSettings.of(stored).model_dump(mode="json")
+
+
+@router.put("/{agent}/settings")
+async def configure_agent(
+    agent: str, settings: EvolutionSettings, c: ControlConfig = Depends(authorised)
+) -> dict[str, Any]:
+    """Replace the agent's evolution settings (validated; omitted parts take defaults)."""
+    with transaction(c.engine) as session:
+        set_agent_settings(session, agent, settings.model_dump(mode="json", exclude_unset=True))
+    return settings.model_dump(mode="json")
+
+
+@router.post("/{agent}/rollback")
+async def rollback(
+    agent: str, body: RollbackBody, c: ControlConfig = Depends(authorised)
+) -> dict[str, Any]:
+    with transaction(c.engine) as session:
+        get_agent(session, agent)
+    workflow_id = rollback_workflow_id(agent, datetime.now(UTC))
+    result: RollbackResult = await c.client.execute_workflow(
+        RollbackWorkflow.run,
+        RollbackRequest(
+            agent=agent, to_version=body.to_version, actor=body.actor, reason=body.reason
+        ),
+        id=workflow_id,
+        task_queue=CONTROL_QUEUE,
+        search_attributes=TypedSearchAttributes([SearchAttributePair(AGENT, agent)]),
+        static_summary=f"rollback of {agent} by {body.actor}",
+        execution_timeout=timedelta(minutes=5),
+    )
+    return {**result.model_dump(mode="json"), "id": workflow_id, "ui": ui_link(c, workflow_id)}
+
+
+@router.post("/{agent}/holdback/end")
+async def end_holdback(
+    agent: str, body: Decision, c: ControlConfig = Depends(authorised)
+) -> dict[str, Any]:
+    """Give the sessions a holdback keeps on the replaced version back to stable (new
+    sessions only: a session keeps its version). The next regression check then
+    compares before against after."""
+    with transaction(c.engine) as session:
+        held = current_aliases(session, agent).holdback
+        if held is not None:
+            set_alias(
+                session,
+                agent,
+                Alias.HOLDBACK,
+                None,
+                actor=body.actor,
+                reason=body.reason or "holdback ended by hand",
+            )
+    return {"agent": agent, "ended": held}

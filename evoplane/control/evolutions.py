@@ -1,0 +1,168 @@
+"""/api/evolutions: start an evolution, list and follow them, approve, reject or abort one."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException
+from pydantic import BaseModel, ConfigDict, Field
+from temporalio.client import Client, RPCError, WorkflowUpdateFailedError
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+from activities.models import Approval, EvolutionOptions, EvolutionRequest
+from evoplane.control.config import ControlConfig, authorised, ui_link
+from registry import (
+    EvolutionAlreadyRunning,
+    NotFoundError,
+    finish_evolution,
+    get_evolution,
+    list_evolutions,
+    transaction,
+)
+from registry import start_evolution as record_evolution
+from workflows.evolution import EvolutionWorkflow
+from workflows.naming import evolution_workflow_id
+from workflows.queues import CONTROL_QUEUE
+from workflows.search_attributes import AGENT, TENANT
+
+__all__ = ["Decision", "StartEvolution", "router"]
+
+router = APIRouter(prefix="/api/evolutions")
+
+
+class StartEvolution(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    agent: str
+    tenants: list[str] | None = None
+    options: EvolutionOptions = Field(default_factory=EvolutionOptions)
+
+
+class Decision(BaseModel):
+    """A person's approval, rejection or abort, with who and why."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    actor: str = Field(min_length=1)
+    reason: str = ""
+
+
+@router.post("", status_code=201)
+async def start_evolution(
+    body: StartEvolution, c: ControlConfig = Depends(authorised)
+) -> dict[str, Any]:
+    workflow_id = evolution_workflow_id(body.agent, datetime.now(UTC))
+    # Recorded before the workflow starts, so a second start is refused here and now
+    # (the workflow's first activity finds this record and carries on).
+    try:
+        with transaction(c.engine) as session:
+            record_evolution(
+                session,
+                workflow_id,
+                body.agent,
+                scope={"tenants": body.tenants},
+                options=body.options.model_dump(mode="json", exclude_none=True),
+            )
+    except EvolutionAlreadyRunning as error:
+        raise HTTPException(409, str(error)) from None
+    attributes = [SearchAttributePair(AGENT, body.agent)]
+    if body.tenants:
+        attributes.append(SearchAttributePair(TENANT, body.tenants))
+    try:
+        handle = await c.client.start_workflow(
+            EvolutionWorkflow.run,
+            EvolutionRequest(agent=body.agent, tenants=body.tenants, options=body.options),
+            id=workflow_id,
+            task_queue=CONTROL_QUEUE,
+            search_attributes=TypedSearchAttributes(attributes),
+            static_summary=_summary(body),
+        )
+    except RPCError as error:
+        with transaction(c.engine) as session:
+            finish_evolution(session, workflow_id, "failed")
+        raise HTTPException(503, f"Temporal refused the evolution: {error.message}") from None
+    return {"id": handle.id, "run_id": handle.result_run_id, "ui": ui_link(c, handle.id)}
+
+
+@router.get("")
+async def evolutions(
+    agent: str | None = None,
+    stage: str | None = None,
+    outcome: str | None = None,
+    limit: int = 50,
+    c: ControlConfig = Depends(authorised),
+) -> list[dict[str, Any]]:
+    with transaction(c.engine) as session:
+        records = list_evolutions(session, agent=agent, stage=stage, outcome=outcome, limit=limit)
+    return [{**r.model_dump(mode="json"), "ui": ui_link(c, r.id)} for r in records]
+
+
+@router.get("/{evolution_id}")
+async def evolution(evolution_id: str, c: ControlConfig = Depends(authorised)) -> dict[str, Any]:
+    live = await _status(c.client, evolution_id)
+    with transaction(c.engine) as session:
+        try:
+            record = get_evolution(session, evolution_id).model_dump(mode="json")
+        except NotFoundError:
+            if live is None:
+                raise
+            record = None
+    return {"record": record, "live": live, "ui": ui_link(c, evolution_id)}
+
+
+@router.post("/{evolution_id}/approve")
+async def approve(
+    evolution_id: str, body: Decision, c: ControlConfig = Depends(authorised)
+) -> dict[str, Any]:
+    return await _update(c.client, evolution_id, EvolutionWorkflow.approve, body)
+
+
+@router.post("/{evolution_id}/reject")
+async def reject(
+    evolution_id: str, body: Decision, c: ControlConfig = Depends(authorised)
+) -> dict[str, Any]:
+    return await _update(c.client, evolution_id, EvolutionWorkflow.reject, body)
+
+
+@router.post("/{evolution_id}/abort", status_code=202)
+async def abort(
+    evolution_id: str, body: Decision, c: ControlConfig = Depends(authorised)
+) -> dict[str, str]:
+    handle = c.client.get_workflow_handle(evolution_id)
+    try:
+        await handle.signal(EvolutionWorkflow.abort, Approval(actor=body.actor, reason=body.reason))
+    except RPCError as error:
+        raise HTTPException(404, f"evolution {evolution_id}: {error.message}") from None
+    return {"id": evolution_id, "status": "abort requested"}
+
+
+async def _update(client: Client, evolution_id: str, update, body: Decision) -> dict[str, Any]:
+    """A person's decision sent to the evolution, answered with its status (409 if refused)."""
+    handle = client.get_workflow_handle(evolution_id)
+    try:
+        status = await handle.execute_update(update, Approval(actor=body.actor, reason=body.reason))
+    except WorkflowUpdateFailedError as error:
+        cause = error.cause.message if error.cause else str(error)
+        raise HTTPException(409, cause) from None
+    except RPCError as error:
+        raise HTTPException(404, f"evolution {evolution_id}: {error.message}") from None
+    return status.model_dump(mode="json")
+
+
+def _summary(body: StartEvolution) -> str:
+    options = body.options
+    what = options.force.value if options.force else "policy's choice"
+    tenants = ", ".join(body.tenants) if body.tenants else "all tenants"
+    return f"evolution of {body.agent} ({what}; {tenants}) started by {options.actor}"
+
+
+async def _status(client: Client, evolution_id: str) -> dict[str, Any] | None:
+    """The live status query, or None when the workflow is gone or unknown."""
+    try:
+        status = await client.get_workflow_handle(evolution_id).query(EvolutionWorkflow.status)
+    except RPCError:
+        return None
+    except Exception:  # noqa: BLE001 - a query on a failed workflow raises its own errors
+        return None
+    return status.model_dump(mode="json")
