@@ -1,0 +1,127 @@
+"""An evolution's records as MLflow takes them: params, metrics, gate statistics, tags."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH, MAX_TAG_VAL_LENGTH
+
+__all__ = [
+    "OUTCOMES",
+    "action_scores",
+    "chunks",
+    "findings_text",
+    "flatten",
+    "gate_metrics",
+    "is_number",
+    "numeric_leaves",
+    "param_value",
+    "pretty_json",
+]
+
+# Run status per evolution outcome: the MLflow UI colours runs by status.
+OUTCOMES: dict[str, str] = {
+    "promoted": "FINISHED",
+    "rolled_back": "FINISHED",
+    "noop": "FINISHED",
+    "aborted": "KILLED",
+    "rejected": "KILLED",
+    "failed": "FAILED",
+}
+_VERDICT_SCORES = {"pass": 1.0, "marginal": 0.5, "fail": 0.0}
+
+_Item = TypeVar("_Item")
+
+
+def flatten(values: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Nested mappings as (dotted key, leaf) pairs; empty mappings carry nothing."""
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            yield from flatten(value, f"{path}.")
+        else:
+            yield path, value
+
+
+def param_value(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text[:MAX_PARAM_VAL_LENGTH]  # MLflow would truncate it the same way
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not (isinstance(value, float) and math.isnan(value))
+
+
+def numeric_leaves(values: Mapping[str, Any]) -> dict[str, float]:
+    """The numbers in a nested mapping (booleans as 1/0), keyed by dotted path."""
+    return {key: float(value) for key, value in flatten(values) if is_number(value)}
+
+
+def action_scores(scores: Any) -> dict[str, float]:
+    """Action -> score from `{action: score}`, `{action: {score: ..}}` or `[{action, score}]`."""
+    if isinstance(scores, Mapping):
+        pairs: Iterable[tuple[Any, Any]] = scores.items()
+    elif isinstance(scores, Sequence) and not isinstance(scores, str):
+        pairs = [(row.get("action"), row) for row in scores if isinstance(row, Mapping)]
+    else:
+        return {}
+    found = {}
+    for action, score in pairs:
+        if isinstance(score, Mapping):
+            score = score.get("score", score.get("total"))
+        if action is not None and is_number(score):
+            found[str(action)] = float(score)
+    return found
+
+
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n"
+
+
+def chunks(items: Sequence[_Item], size: int) -> Iterator[Sequence[_Item]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _judgement_metrics(gate: str, row: Mapping[str, Any]) -> dict[str, float]:
+    """`gate.<gate>.<metric>.<field>` (per tenant: `...<metric>.tenant.<tenant>.<field>`)."""
+    prefix = f"gate.{gate}.{row.get('metric', 'metric')}"
+    if row.get("tenant") not in (None, "", "*"):
+        prefix += f".tenant.{row['tenant']}"
+    found = {
+        f"{prefix}.{field}": float(value)
+        for field, value in row.items()
+        if is_number(value) and not isinstance(value, bool)  # flags are not statistics
+    }
+    if row.get("verdict") in _VERDICT_SCORES:
+        found[f"{prefix}.verdict"] = _VERDICT_SCORES[row["verdict"]]
+    return found
+
+
+def gate_metrics(gate: Mapping[str, Any]) -> dict[str, float]:
+    """A gate result's numbers: verdict as 1/0.5/0, canary weight, replay and finding counts,
+    judgements."""
+    name, verdict = str(gate.get("gate")), gate.get("verdict")
+    if verdict not in _VERDICT_SCORES:
+        raise ValueError(f"gate verdict must be one of {sorted(_VERDICT_SCORES)}: {verdict!r}")
+    found = {f"gate.{name}.verdict": _VERDICT_SCORES[verdict]}
+    if is_number(gate.get("weight")):
+        found[f"gate.{name}.weight"] = float(gate["weight"])
+    for listed in ("fixed", "broken", "findings"):
+        if isinstance(gate.get(listed), list):
+            found[f"gate.{name}.{listed}"] = float(len(gate[listed]))
+    for row in [*(gate.get("metrics") or []), *(gate.get("tenants") or [])]:
+        found.update(_judgement_metrics(name, row))
+    return found
+
+
+def findings_text(findings: Sequence[Mapping[str, Any]]) -> str:
+    """A gate's findings for the run's tag: each case and the checks the agent fails."""
+    said = "; ".join(
+        f"{finding.get('case')} ({', '.join(finding.get('checks') or [])})" for finding in findings
+    )
+    text = f"findings about the agent (not caused by this candidate): {said}"
+    return text[:MAX_TAG_VAL_LENGTH]
