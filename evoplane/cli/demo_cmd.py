@@ -38,7 +38,8 @@ def demo(
     """Run the demo: four shops' support bot drifts and Evoplane evolves it (5-9 min)."""
     from evoplane.demo.drifts import by_name
     from evoplane.demo.report import facts, table
-    from evoplane.demo.runner import FULL, SMALL, run_demo
+    from evoplane.demo.runner import run_demo
+    from evoplane.demo.scale import FULL, SMALL
     from evoplane.demo.stack import stack
 
     settings = load_settings(data_dir=data_dir)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from rich.table import Table
 
-from evoplane.demo.runner import EvolutionRow
+from evoplane.demo.reporting import EvolutionRow
 
 __all__ = ["Fact", "facts", "table"]
 

@@ -10,16 +10,12 @@ after, with links to the workflow in the Temporal UI and the run in MLflow.
 
 from __future__ import annotations
 
-import random
-import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import httpx
 
@@ -27,20 +23,14 @@ from evoplane.control.client import ControlClient
 from evoplane.demo import world
 from evoplane.demo.agent import SupportAgent
 from evoplane.demo.drifts import Round
+from evoplane.demo.reporting import DemoResult, EvolutionRow, QuietReporter, Reporter
+from evoplane.demo.scale import FULL, DemoScale
+from evoplane.demo.stack import Endpoints
 from evoplane.demo.tools import Platform
-from evoplane.demo.users import Customer, Outcome, TicketKind
+from evoplane.demo.traffic import Traffic
+from evoplane.demo.users import Outcome
 
-__all__ = [
-    "FULL",
-    "SMALL",
-    "DemoError",
-    "DemoResult",
-    "DemoScale",
-    "Endpoints",
-    "EvolutionRow",
-    "Reporter",
-    "run_demo",
-]
+__all__ = ["MODEL_DIR", "DemoError", "run_demo"]
 
 MODEL_DIR = Path(__file__).parent / "model"
 COST_CAP = 24  # tokens
@@ -49,232 +39,6 @@ _LIVE_STAGES = {"shadow", "canary"}
 
 class DemoError(RuntimeError):
     """The demo could not go on; the message says where it stopped and why."""
-
-
-@dataclass(frozen=True)
-class Endpoints:
-    """Where the stack's services are."""
-
-    gateway: str  # the OpenAI base_url, ".../v1"
-    control: str
-    admin_token: str
-    registry_url: str
-    temporal_ui: str | None = None
-    mlflow: str | None = None
-    catalog_ttl: float = 2.0  # how long the gateway may still route by aliases that moved
-
-
-@dataclass(frozen=True)
-class DemoScale:
-    """How much traffic and how strict the thresholds: the full demo or the CI one.
-
-    `policy`, `gate` and `training` become the agent's evolution settings (set through the
-    control API); the full demo keeps the policy's defaults.
-    """
-
-    tickets: int
-    concurrency: int = 3
-    policy: dict[str, Any] = field(default_factory=dict)
-    gate: dict[str, Any] = field(default_factory=dict)
-    training: dict[str, Any] = field(default_factory=dict)
-    # The replay gate is skipped, as an operator may: its generic safety suite asks for
-    # refusals a 0.56M-parameter model cannot write, and replaying each window on both
-    # versions would cost about a minute a round on 2 cores. The live gates judge instead.
-    skip_gates: tuple[str, ...] = ("replay",)
-    evolution_timeout: float = 900.0
-
-
-# The weights round's training, sized to the demo's 10 minutes on 2 cores: a step samples 8
-# completions of each of 6 prompts and updates on the groups with mixed rewards (about 5 s
-# a step). Most of the window's requests are ones the model gets right every time, whose
-# groups teach nothing, so a step may draw up to 6 more prompts to fill its batch.
-# Completions may run to 96 tokens: a byte-level tool call such as
-# `<tool_call>{"name": "lookup_order", ...}</tool_call>` is 85 tokens, and a call cut short
-# scores as a wrong one.
-_TRAINING = {
-    "steps": 30,
-    "prompts_per_step": 6,
-    "fill_draws": 6,
-    "group_size": 8,
-    "max_new_tokens": 96,
-    "learning_rate": 5e-4,
-    # Without a KL penalty the window's tool calls crowd out what the model already did
-    # well: retrained offline on one run's window, the answers to the base facts' questions
-    # fell from 0.73 to 0.38 ("Gift cards are valid for threeye ars."); with kl_coef 0.1 they
-    # held at 0.71, for a right-tool rate of 0.64 instead of 0.72 (base 0.31).
-    "kl_coef": 0.1,
-    "checkpoint_every": 10,
-    "holdout": 0.1,
-    # Every core (threads unset): no traffic runs while the candidate is built, and a step
-    # took 4.2 s with two threads against 5.7 s with one on a slow 2-core host.
-}
-
-# The harness operator may change the instructions only: an earlier measurement on the demo
-# model had the invoice lesson answer invoice questions 62% of the time, and 25% when the
-# operator's two few-shot demos were added too (the warm start rarely saw demos). Sampled as
-# the bot samples (temperature 1), the lesson lifts them from about 7% to 40%.
-_HARNESS = {"max_bootstrapped_demos": 0, "max_labeled_demos": 0}
-
-FULL = DemoScale(
-    # The policy acts on 30 trajectories or more, and the window leaves out the tenth of
-    # sessions a holdback keeps on the previous version: 34 tickets left 29 in one run (5
-    # held back, which 34 tickets do about one round in four); with 40, fewer than 30 stay
-    # about one round in 700.
-    tickets=40,
-    gate={
-        "min_samples": 10,
-        "min_tenant_samples": 5,
-        "step_weights": [0.5],
-        "step_seconds": 10.0,
-        "shadow_seconds": 8.0,
-        "max_extensions": 3,
-    },
-    training=_TRAINING,
-)
-SMALL = DemoScale(
-    # The tool-schema round needs 3 trajectories with the refused argument: 20 tickets (18
-    # after the holdback) once gave fewer in CI, a few-percent draw; 24 make it about 1%.
-    tickets=24,
-    policy={
-        "min_trajectories": 14,
-        "min_cluster_trajectories": 3,
-        "regression_min_samples": 10,
-        "canary_min_samples": 10,
-    },
-    gate={
-        "min_samples": 6,
-        "min_tenant_samples": 4,
-        "step_weights": [0.5],
-        "step_seconds": 6.0,
-        "shadow_seconds": 5.0,
-        "max_extensions": 3,
-    },
-    training={**_TRAINING, "steps": 20},
-)
-
-
-@dataclass
-class EvolutionRow:
-    """One evolution of the demo, as its table prints it."""
-
-    round: str
-    drift: str
-    expected: str
-    evolution_id: str
-    action: str | None = None
-    forced: bool = False
-    reason: str = ""
-    signals: dict[str, Any] = field(default_factory=dict)
-    scores: dict[str, float] = field(default_factory=dict)
-    gates: list[dict[str, Any]] = field(default_factory=list)
-    outcome: str | None = None
-    outcome_reason: str = ""
-    stable_before: str | None = None
-    stable_after: str | None = None
-    candidate: str | None = None
-    reward_before: float | None = None
-    reward_after: float | None = None
-    scenario_before: float | None = None
-    scenario_after: float | None = None
-    temporal_url: str | None = None
-    mlflow_url: str | None = None
-    seconds: float = 0.0
-
-
-@dataclass
-class DemoResult:
-    rows: list[EvolutionRow]
-    agent: str
-    seconds: float
-    tickets: int
-
-
-class Reporter(Protocol):
-    """What the CLI shows while the demo runs (progress bars); the tests pass a quiet one."""
-
-    def phase(self, text: str, total: int | None = None) -> None: ...
-
-    def advance(self, count: int = 1) -> None: ...
-
-    def stage(self, text: str) -> None: ...
-
-    def row(self, row: EvolutionRow) -> None: ...
-
-
-class QuietReporter:
-    def phase(self, text: str, total: int | None = None) -> None:
-        pass
-
-    def advance(self, count: int = 1) -> None:
-        pass
-
-    def stage(self, text: str) -> None:
-        pass
-
-    def row(self, row: EvolutionRow) -> None:
-        pass
-
-
-# --- traffic --------------------------------------------------------------------------------
-
-
-class Traffic:
-    """The shops' customers, `concurrency` at a time; every closed ticket goes to the ledger."""
-
-    def __init__(
-        self, agents: dict[str, SupportAgent], seed: int, concurrency: int, run: str
-    ) -> None:
-        self.agents, self.concurrency, self.run = agents, concurrency, run
-        self.rng = random.Random(seed)
-        self.seed = seed
-        self.ledger: list[Outcome] = []
-        self._count = 0
-        self._lock = threading.Lock()
-
-    def _next(self, mix: Sequence[tuple[TicketKind, float]]) -> tuple[TicketKind, str, int]:
-        with self._lock:
-            kinds = [kind for kind, _ in mix]
-            kind = self.rng.choices(kinds, [weight for _, weight in mix])[0]
-            tenant = self.rng.choice(kind.tenants)
-            self._count += 1
-            return kind, tenant, self.seed * 1_000_003 + self._count
-
-    def _one(self, mix: Sequence[tuple[TicketKind, float]]) -> Outcome:
-        kind, tenant, seed = self._next(mix)
-        session = f"{self.run}-{seed % 1_000_003}"
-        outcome = Customer(random.Random(seed)).visit(self.agents[tenant], kind, session, seed)
-        with self._lock:
-            self.ledger.append(outcome)
-        return outcome
-
-    def tickets(
-        self,
-        mix: Sequence[tuple[TicketKind, float]],
-        count: int,
-        *,
-        on_ticket: Callable[[], None] = lambda: None,
-        at_least: float = 0.0,
-    ) -> list[Outcome]:
-        """Play `count` tickets (and keep going for at least `at_least` seconds), with
-        `concurrency` customers at the desk at any time: a new one comes as one leaves."""
-        started = time.monotonic()
-        done: list[Outcome] = []
-        with ThreadPoolExecutor(self.concurrency) as pool:
-            open_: set[Future[Outcome]] = set()
-            while True:
-                while len(open_) < self.concurrency and (
-                    len(done) + len(open_) < count or time.monotonic() - started < at_least
-                ):
-                    open_.add(pool.submit(self._one, mix))
-                if not open_:
-                    return done
-                closed, open_ = wait(open_, return_when=FIRST_COMPLETED)
-                for ticket in closed:
-                    done.append(ticket.result())
-                    on_ticket()
-
-
-# --- the demo -------------------------------------------------------------------------------
 
 
 def run_demo(
@@ -380,7 +144,7 @@ class _Demo:
         settings = {
             "gate": self.scale.gate,
             "training": self.scale.training,
-            "harness": _HARNESS,
+            "harness": self.scale.harness,
         }
         if policy:
             settings["policy"] = policy

@@ -6,13 +6,26 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
-from evoplane.demo.runner import Endpoints
 from evoplane.settings import Settings
 
-__all__ = ["DEMO_CATALOG_TTL", "endpoints_of", "stack"]
+__all__ = ["DEMO_CATALOG_TTL", "Endpoints", "endpoints_of", "stack"]
 
 DEMO_CATALOG_TTL = 0.5  # seconds
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Where the stack's services are."""
+
+    gateway: str  # the OpenAI base_url, ".../v1"
+    control: str
+    admin_token: str
+    registry_url: str
+    temporal_ui: str | None = None
+    mlflow: str | None = None
+    catalog_ttl: float = 2.0  # how long the gateway may still route by aliases that moved
 
 
 def endpoints_of(settings: Settings) -> Endpoints:

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from evoplane.control.client import ControlClient
-from evoplane.demo.runner import Endpoints, QuietReporter, Reporter
+from evoplane.demo.reporting import QuietReporter, Reporter
+from evoplane.demo.stack import Endpoints
 from evoplane.scenarios.agent import ScenarioAgent
 from evoplane.scenarios.catalog import Expect, Load, Scenario
 from evoplane.scenarios.model import ScriptedModel

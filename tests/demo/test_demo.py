@@ -16,7 +16,9 @@ import pytest
 
 from evoplane.demo.drifts import by_name
 from evoplane.demo.report import facts
-from evoplane.demo.runner import SMALL, DemoResult, run_demo
+from evoplane.demo.reporting import DemoResult
+from evoplane.demo.runner import run_demo
+from evoplane.demo.scale import SMALL
 from evoplane.demo.stack import stack
 from evoplane.settings import Settings
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evoplane.demo.report import facts
-from evoplane.demo.runner import EvolutionRow
+from evoplane.demo.reporting import EvolutionRow
 
 
 def _promoted(before: float | None, after: float | None) -> EvolutionRow:

@@ -7,7 +7,7 @@ import json
 from evoplane.demo import warm_start, world
 from evoplane.demo.drifts import ROUNDS, by_name
 from evoplane.demo.report import facts
-from evoplane.demo.runner import EvolutionRow
+from evoplane.demo.reporting import EvolutionRow
 from evoplane.demo.tools import ORDER_REF, Platform, Ticket
 from evoplane.demo.world import FACTS, Intent
 

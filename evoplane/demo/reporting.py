@@ -1,0 +1,70 @@
+"""What the demo reports: one row per evolution, the result, and the reporter it tells."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = ["DemoResult", "EvolutionRow", "QuietReporter", "Reporter"]
+
+
+@dataclass
+class EvolutionRow:
+    """One evolution of the demo, as its table prints it."""
+
+    round: str
+    drift: str
+    expected: str
+    evolution_id: str
+    action: str | None = None
+    forced: bool = False
+    reason: str = ""
+    signals: dict[str, Any] = field(default_factory=dict)
+    scores: dict[str, float] = field(default_factory=dict)
+    gates: list[dict[str, Any]] = field(default_factory=list)
+    outcome: str | None = None
+    outcome_reason: str = ""
+    stable_before: str | None = None
+    stable_after: str | None = None
+    candidate: str | None = None
+    reward_before: float | None = None
+    reward_after: float | None = None
+    scenario_before: float | None = None
+    scenario_after: float | None = None
+    temporal_url: str | None = None
+    mlflow_url: str | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class DemoResult:
+    rows: list[EvolutionRow]
+    agent: str
+    seconds: float
+    tickets: int
+
+
+class Reporter(Protocol):
+    """What the CLI shows while the demo runs (progress bars); the tests pass a quiet one."""
+
+    def phase(self, text: str, total: int | None = None) -> None: ...
+
+    def advance(self, count: int = 1) -> None: ...
+
+    def stage(self, text: str) -> None: ...
+
+    def row(self, row: EvolutionRow) -> None: ...
+
+
+class QuietReporter:
+    def phase(self, text: str, total: int | None = None) -> None:
+        pass
+
+    def advance(self, count: int = 1) -> None:
+        pass
+
+    def stage(self, text: str) -> None:
+        pass
+
+    def row(self, row: EvolutionRow) -> None:
+        pass
