@@ -775,13 +775,7 @@ def _canary(
     """Canary against stable over the window's time span (the version filter aside)."""
     if aliases.canary is None or aliases.stable is None:
         return None
-    window = TrajectoryWindow(
-        agent=spec.agent,
-        tenants=tuple(spec.tenants) if spec.tenants is not None else None,
-        version_ids=(aliases.stable, aliases.canary),
-        since=since,
-        until=until,
-    )
+    window = _served_window(spec, (aliases.stable, aliases.canary), since, until)
     values = _version_rewards(session, window)
     stable, canary = _mean(values[aliases.stable]), _mean(values[aliases.canary])
     return CanaryDelta(
@@ -875,11 +869,13 @@ def _served_mean(
 ) -> Mean:
     if until <= since:
         return _mean([])
-    window = TrajectoryWindow(
-        agent=spec.agent,
-        tenants=tuple(spec.tenants) if spec.tenants is not None else None,
-        version_ids=(version_id,),
-        since=since,
-        until=until,
-    )
+    window = _served_window(spec, (version_id,), since, until)
     return _mean(_version_rewards(session, window)[version_id])
+
+
+def _served_window(
+    spec: WindowSpec, version_ids: tuple[str, ...], since: datetime, until: datetime
+) -> TrajectoryWindow:
+    """The spec's agent and tenants over [since, until), as these versions served them."""
+    update = {"version_ids": version_ids, "since": since, "until": until, "last": None}
+    return trajectory_window(spec, until=until).model_copy(update=update)

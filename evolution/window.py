@@ -13,7 +13,7 @@ import uuid
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from atdp import utcnow
 from registry import TrajectoryWindow
@@ -41,8 +41,9 @@ class WindowSpec(_Value):
     """Which traffic to look at.
 
     Args:
-        tenants: None for every tenant the agent serves.
-        since, until: a time window; `until` defaults to now.
+        tenants: None (or empty, as the CLI and the UI read it) for every tenant the
+            agent serves.
+        since, until: a time window; `until` defaults to now, read when the window is.
         last: a count window: the newest `last` trajectories before `until` (after `since`).
         version_id: only trajectories served by this agent version.
     """
@@ -53,6 +54,11 @@ class WindowSpec(_Value):
     until: datetime | None = None
     last: int | None = Field(default=None, ge=1)
     version_id: str | None = None
+
+    @field_validator("tenants")
+    @classmethod
+    def _every_tenant(cls, tenants: list[str] | None) -> list[str] | None:
+        return tenants or None
 
     @model_validator(mode="after")
     def _bounded(self) -> WindowSpec:

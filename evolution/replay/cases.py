@@ -20,10 +20,9 @@ from evolution.corrections import window_corrections
 from evolution.memory.distil import fact_text
 from evolution.replay import RecordedTrajectory
 from evolution.replay.scorers import ScoringContext
-from evolution.window import WindowSpec
+from evolution.window import WindowSpec, trajectory_window
 from registry import (
     ALL_TENANTS,
-    TrajectoryWindow,
     effective_reward,
     get_events,
     window_rewards,
@@ -39,13 +38,7 @@ def recorded_cases(
     session: Session, window: WindowSpec, *, per_kind: int = 20
 ) -> list[RecordedTrajectory]:
     """Up to `per_kind` past failures and `per_kind` known successes, newest first."""
-    selection = TrajectoryWindow(
-        agent=window.agent,
-        tenants=tuple(window.tenants) if window.tenants else None,
-        since=window.since,
-        until=window.until,
-        last=window.last,
-    )
+    selection = trajectory_window(window)
     facts = _corrected_facts(session, window)
     rewards: dict[uuid.UUID, list[Reward]] = defaultdict(list)
     for found in window_rewards(session, selection):  # one query for the whole window

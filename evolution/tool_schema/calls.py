@@ -10,11 +10,10 @@ from sqlmodel import Session, select
 
 from atdp import EventKind, Traffic
 from evolution.analysis import error_class_name, tool_parameter
-from evolution.window import WindowSpec
 from registry import ToolCallRecord, TrajectoryWindow, tool_call_records, window_trajectories
 from registry.tables import EventRow
 
-__all__ = ["RecordedCall", "in_cluster", "offered_spec", "recorded_calls", "trajectory_window"]
+__all__ = ["RecordedCall", "in_cluster", "offered_spec", "recorded_calls"]
 
 _ANONYMOUS_CALLS = frozenset({"", "agent-reported", "unknown"})
 
@@ -29,18 +28,6 @@ class RecordedCall:
     @property
     def failed(self) -> bool:
         return _failed(self.record)
-
-
-def trajectory_window(spec: WindowSpec) -> TrajectoryWindow:
-    """The registry's window for a decision's `WindowSpec`."""
-    return TrajectoryWindow(
-        agent=spec.agent,
-        tenants=tuple(spec.tenants) if spec.tenants is not None else None,
-        version_ids=(spec.version_id,) if spec.version_id else None,
-        since=spec.since,
-        until=spec.until,
-        last=spec.last,
-    )
 
 
 def recorded_calls(session: Session, window: TrajectoryWindow, tool: str) -> list[RecordedCall]:

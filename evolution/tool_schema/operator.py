@@ -29,14 +29,13 @@ from evolution.tool_schema.calls import (
     in_cluster,
     offered_spec,
     recorded_calls,
-    trajectory_window,
 )
 from evolution.tool_schema.config import ToolSchemaConfig
 from evolution.tool_schema.edits import Edit, OfferedTool, Target, appended
 from evolution.tool_schema.refusals import edit_from_refusals
 from evolution.tool_schema.replay import Replay, replay_calls
 from evolution.tool_schema.successes import edit_from_successes
-from evolution.window import FailureKind, WindowSpec
+from evolution.window import FailureKind, WindowSpec, trajectory_window
 from registry import AgentVersion, TrajectoryWindow
 
 __all__ = ["propose_tool_schema", "tool_schema_operator"]

@@ -1,0 +1,103 @@
+"""One `WindowSpec` names one window: every reader of a window queries the registry for the
+same trajectories (version, tenants and the open end read alike)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+
+import evolution.window
+import registry.windows
+from atdp import utcnow
+from evolution.analysis import analyse_window
+from evolution.decision import Action, DecisionRecord
+from evolution.memory.operator import propose_memory
+from evolution.operators import OperatorError
+from evolution.replay.cases import recorded_cases
+from evolution.tool_schema import propose_tool_schema
+from evolution.window import FailureCluster, FailureKind, WindowSpec, trajectory_window
+from registry import TrajectoryWindow, get_version, transaction
+from tests.evolution.window_helpers import AGENT, world
+
+NOW = utcnow()
+SPECS = {
+    "version": WindowSpec(agent=AGENT, since=NOW - timedelta(hours=1), until=NOW, version_id="v"),
+    "no tenants": WindowSpec(agent=AGENT, tenants=[], since=NOW - timedelta(hours=1)),
+    "tenants, count, open end": WindowSpec(agent=AGENT, tenants=["acme"], last=10),
+}
+
+
+def test_an_empty_tenant_list_is_every_tenant() -> None:
+    spec = WindowSpec(agent=AGENT, tenants=[], last=5)
+    assert spec.tenants is None
+    assert trajectory_window(spec).tenants is None
+
+
+def _decision(window: WindowSpec, action: Action, target: FailureCluster | None) -> DecisionRecord:
+    return DecisionRecord(
+        action=action,
+        reason="test",
+        target=target,
+        scores=[],
+        signals={},
+        window=window,
+        stable_version=None,
+    )
+
+
+_TOOL_ARGUMENT = FailureCluster(
+    kind=FailureKind.TOOL_ARGUMENT,
+    key="lookup.order_id:format",
+    tool="lookup",
+    parameter="order_id",
+    error_class="format",
+    count=1,
+    trajectories=1,
+    share=0.1,
+    tenants=["acme"],
+    task_types=["unknown"],
+    tool_setups=["none"],
+    example_event_ids=[],
+)
+
+
+def _readers(session, spec: WindowSpec, stable: str) -> dict[str, Callable[[], object]]:
+    parent = get_version(session, stable)
+    memory = _decision(spec, Action.MEMORY, None)
+    tools = _decision(spec, Action.TOOL_SCHEMA, _TOOL_ARGUMENT)
+    return {
+        "analysis": lambda: analyse_window(session, spec, now=NOW),
+        "replay cases": lambda: recorded_cases(session, spec),
+        "memory operator": lambda: propose_memory(session, parent, memory, spec),
+        "tool-schema operator": lambda: propose_tool_schema(session, parent, tools, spec),
+    }
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_every_reader_queries_the_same_window(engine, monkeypatch, name: str) -> None:
+    stable = world(engine)
+    spec = SPECS[name]
+    monkeypatch.setattr(evolution.window, "utcnow", lambda: NOW)
+    seen: list[TrajectoryWindow] = []
+    select = registry.windows._select
+
+    def spy(window: TrajectoryWindow, *columns):
+        seen.append(window.model_copy(update={"held_back": None}))
+        return select(window, *columns)
+
+    monkeypatch.setattr(registry.windows, "_select", spy)
+    expected = trajectory_window(spec, until=NOW)
+    with transaction(engine) as session:
+        for reader, read in _readers(session, spec, stable).items():
+            seen.clear()
+            try:
+                read()
+            except OperatorError:
+                pass  # an empty window proposes nothing; what it read is the point
+            # the windows that end where the spec's does (the analysis also reads the
+            # window before it, for drift)
+            current = [window for window in seen if window.until == expected.until]
+            assert current, f"{reader} read no window ending at {expected.until}"
+            assert all(window == expected for window in current), f"{reader} read {current}"
