@@ -349,15 +349,9 @@ class EvolutionActivities:
     def judge_live(self, request: LiveGateRequest) -> GateResult:
         """Judge shadow or canary traffic of candidate vs baseline since the step began."""
         collect = shadow_metrics if request.gate == "shadow" else canary_metrics
+        window = WindowSpec(agent=request.agent, tenants=request.tenants, since=request.since)
         with transaction(self.engine) as session:
-            metrics = collect(
-                session,
-                request.agent,
-                request.baseline_version,
-                request.candidate_version,
-                request.since,
-                tenants=request.tenants,
-            )
+            metrics = collect(session, window, request.baseline_version, request.candidate_version)
         return judge(
             request.gate, metrics, request.config, step=request.step, weight=request.weight
         )

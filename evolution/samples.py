@@ -10,50 +10,44 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections import defaultdict
-from collections.abc import Iterable
-from datetime import datetime
+from dataclasses import dataclass
 
-import sqlalchemy as sa
-from sqlmodel import Session, select
+from sqlmodel import Session
 
-from atdp import Event
+from atdp import Event, EventKind, Traffic
 from evolution.gates import MetricSamples, Sample
-from registry import effective_reward, rewards_by_trajectory
-from registry.tables import EventRow, TrajectoryRow
+from evolution.window import WindowSpec, trajectory_window
+from registry import (
+    WindowTrajectory,
+    effective_reward,
+    rewards_by_trajectory,
+    window_events,
+    window_trajectories,
+)
 
 __all__ = ["canary_metrics", "shadow_metrics"]
 
 _ERROR_STATUSES = {"error"}
 
 
-def _trajectories(
-    session: Session,
-    agent: str,
-    version_id: str,
-    since: datetime,
-    until: datetime | None,
-    tenants: list[str] | None,
-    traffic: str,
-) -> list[TrajectoryRow]:
-    """Trajectories of `version_id` started in [since, until) whose events are `traffic`."""
-    has_traffic = sa.exists().where(
-        EventRow.trajectory_id == TrajectoryRow.id, EventRow.traffic == traffic
-    )
-    statement = select(TrajectoryRow).where(
-        TrajectoryRow.agent == agent,
-        TrajectoryRow.version_id == version_id,
-        TrajectoryRow.started_at >= since,
-        has_traffic,
-    )
-    if until is not None:
-        statement = statement.where(TrajectoryRow.started_at < until)
-    if tenants:
-        statement = statement.where(TrajectoryRow.tenant.in_(tenants))
-    return list(session.exec(statement.order_by(TrajectoryRow.started_at)))
+@dataclass(frozen=True)
+class _Served:
+    """What one version served in the window: its trajectories, oldest first, and their
+    llm calls."""
+
+    trajectories: list[WindowTrajectory]
+    calls: dict[uuid.UUID, list[Event]]
 
 
-def _reward_samples(session: Session, rows: list[TrajectoryRow]) -> list[Sample]:
+def _served(session: Session, spec: WindowSpec, version_id: str, traffic: Traffic) -> _Served:
+    update = {"version_ids": (version_id,), "traffic": traffic}
+    window = trajectory_window(spec).model_copy(update=update)
+    trajectories = window_trajectories(session, window)[::-1]
+    return _Served(trajectories, window_events(session, window, EventKind.LLM_CALL))
+
+
+def _reward_samples(session: Session, served: _Served) -> list[Sample]:
+    rows = served.trajectories
     rewards = rewards_by_trajectory(session, [row.id for row in rows])
     samples = []
     for row in rows:
@@ -63,34 +57,24 @@ def _reward_samples(session: Session, rows: list[TrajectoryRow]) -> list[Sample]
     return samples
 
 
-def _events(session: Session, rows: list[TrajectoryRow], kind: str) -> dict[uuid.UUID, list]:
-    ids = [row.id for row in rows]
-    found: dict[uuid.UUID, list[Event]] = defaultdict(list)
-    for start in range(0, len(ids), 500):
-        statement = select(EventRow).where(
-            EventRow.trajectory_id.in_(ids[start : start + 500]), EventRow.kind == kind
-        )
-        for row in session.exec(statement):
-            found[row.trajectory_id].append(Event.model_validate(row.body))
-    return found
-
-
 def _failed(event: Event) -> bool:
     outcome = event.outcome
     finish = getattr(event.action, "finish_reason", None)
     return bool(outcome and (outcome.error_class or outcome.success is False)) or finish == "error"
 
 
-def _error_samples(session: Session, rows: list[TrajectoryRow]) -> list[Sample]:
+def _error_samples(served: _Served) -> list[Sample]:
     """1 for a trajectory with an upstream or tool error, else 0."""
-    calls = _events(session, rows, "llm_call")
     return [
         Sample(
             tenant=row.tenant,
-            value=float(row.outcome_status in _ERROR_STATUSES or any(map(_failed, calls[row.id]))),
+            value=float(
+                row.outcome_status in _ERROR_STATUSES
+                or any(map(_failed, served.calls.get(row.id, [])))
+            ),
             key=str(row.id),
         )
-        for row in rows
+        for row in served.trajectories
     ]
 
 
@@ -108,65 +92,50 @@ def _tool_call_valid(event: Event) -> bool:
     return True
 
 
-def _validity_samples(session: Session, rows: list[TrajectoryRow]) -> list[Sample]:
-    calls = _events(session, rows, "llm_call")
+def _validity_samples(served: _Served) -> list[Sample]:
     return [
-        Sample(tenant=row.tenant, value=float(all(map(_tool_call_valid, calls[row.id]))))
-        for row in rows
-        if calls[row.id]
+        Sample(tenant=row.tenant, value=float(all(map(_tool_call_valid, served.calls[row.id]))))
+        for row in served.trajectories
+        if served.calls.get(row.id)
     ]
 
 
 def canary_metrics(
-    session: Session,
-    agent: str,
-    baseline: str,
-    candidate: str,
-    since: datetime,
-    *,
-    until: datetime | None = None,
-    tenants: list[str] | None = None,
+    session: Session, window: WindowSpec, baseline: str, candidate: str
 ) -> list[MetricSamples]:
     """Effective reward and error rate of user trajectories, baseline vs candidate."""
-    base = _trajectories(session, agent, baseline, since, until, tenants, "user")
-    cand = _trajectories(session, agent, candidate, since, until, tenants, "user")
+    base = _served(session, window, baseline, Traffic.USER)
+    cand = _served(session, window, candidate, Traffic.USER)
     return [
         MetricSamples(
             name="reward",
             baseline=_reward_samples(session, base),
             candidate=_reward_samples(session, cand),
         ),
-        _errors(session, base, cand),
+        _errors(base, cand),
     ]
 
 
 def shadow_metrics(
-    session: Session,
-    agent: str,
-    baseline: str,
-    candidate: str,
-    since: datetime,
-    *,
-    until: datetime | None = None,
-    tenants: list[str] | None = None,
+    session: Session, window: WindowSpec, baseline: str, candidate: str
 ) -> list[MetricSamples]:
     """The candidate's shadow answers vs stable's live answers to the same period's traffic."""
-    base = _trajectories(session, agent, baseline, since, until, tenants, "user")
-    cand = _trajectories(session, agent, candidate, since, until, tenants, "shadow")
+    base = _served(session, window, baseline, Traffic.USER)
+    cand = _served(session, window, candidate, Traffic.SHADOW)
     return [
-        _errors(session, base, cand),
+        _errors(base, cand),
         MetricSamples(
             name="tool_call_valid",
-            baseline=_validity_samples(session, base),
-            candidate=_validity_samples(session, cand),
+            baseline=_validity_samples(base),
+            candidate=_validity_samples(cand),
         ),
     ]
 
 
-def _errors(session: Session, base: Iterable, cand: Iterable) -> MetricSamples:
+def _errors(base: _Served, cand: _Served) -> MetricSamples:
     return MetricSamples(
         name="error_rate",
-        baseline=_error_samples(session, list(base)),
-        candidate=_error_samples(session, list(cand)),
+        baseline=_error_samples(base),
+        candidate=_error_samples(cand),
         higher_is_better=False,
     )

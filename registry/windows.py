@@ -6,7 +6,8 @@ because llm_call bodies hold whole prompts and are too heavy to load by the thou
 everything else comes back as light records for the analysis to read in Python.
 
 Only user traffic counts: the gateway records shadow copies in trajectories of their own,
-so a trajectory holding any shadow or evaluation event is left out of every window.
+so a trajectory holding any shadow or evaluation event is left out of every window but a
+shadow gate's, which reads those copies alone.
 """
 
 from __future__ import annotations
@@ -33,10 +34,12 @@ __all__ = [
     "event_kinds",
     "follow_up_turns",
     "llm_usage",
+    "offered_tool_lists",
     "offered_tools",
     "replies",
     "task_type_counts",
     "tool_call_records",
+    "window_events",
     "window_rewards",
     "window_trajectories",
 ]
@@ -52,6 +55,8 @@ class TrajectoryWindow(BaseModel):
         since, until: started_at in [since, until).
         last: only the newest `last` of those (by started_at, then id), after skipping
             the newest `skip`: the previous count window is `skip=last`.
+        traffic: user trajectories hold no shadow or evaluation event; shadow ones hold
+            the copies a shadow version served.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -64,6 +69,7 @@ class TrajectoryWindow(BaseModel):
     until: datetime | None = None
     last: int | None = Field(default=None, ge=1)
     skip: int = Field(default=0, ge=0)
+    traffic: Traffic = Traffic.USER
 
 
 class WindowTrajectory(BaseModel):
@@ -109,16 +115,22 @@ class UserTurn(BaseModel):
     text: str | None
 
 
-def _user_traffic() -> sa.ColumnElement[bool]:
-    """The trajectory holds no shadow or evaluation event."""
-    other = select(EventRow.id).where(
-        EventRow.trajectory_id == TrajectoryRow.id, EventRow.traffic != Traffic.USER.value
+def _traffic(traffic: Traffic) -> sa.ColumnElement[bool]:
+    """User: the trajectory holds no shadow or evaluation event; else it holds one of `traffic`."""
+    if traffic is Traffic.USER:
+        other = select(EventRow.id).where(
+            EventRow.trajectory_id == TrajectoryRow.id, EventRow.traffic != Traffic.USER.value
+        )
+        return ~other.exists()
+    own = select(EventRow.id).where(
+        EventRow.trajectory_id == TrajectoryRow.id, EventRow.traffic == traffic.value
     )
-    return ~other.exists()
+    return own.exists()
 
 
 def _select(window: TrajectoryWindow, *columns: Any) -> sa.Select:
-    statement = select(*columns).where(TrajectoryRow.agent == window.agent, _user_traffic())
+    where = (TrajectoryRow.agent == window.agent, _traffic(window.traffic))
+    statement = select(*columns).where(*where)
     if window.tenants is not None:
         statement = statement.where(TrajectoryRow.tenant.in_(window.tenants))
     if window.version_ids is not None:
@@ -146,11 +158,11 @@ def _ids(window: TrajectoryWindow) -> sa.Select:
     return _select(window, TrajectoryRow.id)
 
 
-def _user_events(window: TrajectoryWindow, kind: EventKind, *columns: Any) -> sa.Select:
+def _window_events(window: TrajectoryWindow, kind: EventKind, *columns: Any) -> sa.Select:
     return select(*columns).where(
         EventRow.trajectory_id.in_(_ids(window)),
         EventRow.kind == kind.value,
-        EventRow.traffic == Traffic.USER.value,
+        EventRow.traffic == window.traffic.value,
     )
 
 
@@ -181,7 +193,7 @@ def task_type_counts(session: Session, window: TrajectoryWindow) -> dict[str | N
 def llm_usage(session: Session, window: TrajectoryWindow) -> dict[uuid.UUID, LlmUsage]:
     """Per trajectory with llm calls: how many, and the sum of their `metadata.cost_usd`."""
     cost = EventRow.body[("metadata", "cost_usd")].as_float()
-    statement = _user_events(
+    statement = _window_events(
         window,
         EventKind.LLM_CALL,
         EventRow.trajectory_id,
@@ -197,7 +209,7 @@ def llm_usage(session: Session, window: TrajectoryWindow) -> dict[uuid.UUID, Llm
 def offered_tools(session: Session, window: TrajectoryWindow) -> dict[uuid.UUID, set[str]]:
     """Per trajectory: the names of every tool its llm calls offered the model."""
     tools = EventRow.body[("observation", "tools")]
-    statement = _user_events(window, EventKind.LLM_CALL, EventRow.trajectory_id, tools).distinct()
+    statement = _window_events(window, EventKind.LLM_CALL, EventRow.trajectory_id, tools).distinct()
     offered: dict[uuid.UUID, set[str]] = {}
     for trajectory_id, specs in session.execute(statement):
         names = offered.setdefault(trajectory_id, set())
@@ -205,9 +217,29 @@ def offered_tools(session: Session, window: TrajectoryWindow) -> dict[uuid.UUID,
     return offered
 
 
+def offered_tool_lists(session: Session, window: TrajectoryWindow) -> list[list[dict]]:
+    """The tools each llm call of the window offered the model, one list per call."""
+    tools = EventRow.body[("observation", "tools")]
+    statement = _window_events(window, EventKind.LLM_CALL, tools)
+    return [specs or [] for specs in session.scalars(statement)]
+
+
+def window_events(
+    session: Session, window: TrajectoryWindow, kind: EventKind
+) -> dict[uuid.UUID, list[Event]]:
+    """The window's events of `kind`, whole, by trajectory: for short windows (a gate step)."""
+    statement = _window_events(window, kind, EventRow.trajectory_id, EventRow.body).order_by(
+        EventRow.created_at, EventRow.id
+    )
+    found: dict[uuid.UUID, list[Event]] = {}
+    for trajectory_id, body in session.execute(statement):
+        found.setdefault(trajectory_id, []).append(Event.model_validate(body))
+    return found
+
+
 def tool_call_records(session: Session, window: TrajectoryWindow) -> list[ToolCallRecord]:
     """Every user tool_call event of the window: the call and its outcome."""
-    statement = _user_events(
+    statement = _window_events(
         window,
         EventKind.TOOL_CALL,
         EventRow.id,
@@ -241,7 +273,7 @@ def follow_up_turns(session: Session, window: TrajectoryWindow) -> list[UserTurn
     """Every user message of the window that answers an earlier llm call, oldest first:
     where users correct, clarify or move on."""
     statement = (
-        _user_events(
+        _window_events(
             window,
             EventKind.USER_MESSAGE,
             EventRow.id,

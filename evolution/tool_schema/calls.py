@@ -6,12 +6,10 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
-from sqlmodel import Session, select
+from sqlmodel import Session
 
-from atdp import EventKind, Traffic
 from evolution.analysis import error_class_name, tool_parameter
-from registry import ToolCallRecord, TrajectoryWindow, tool_call_records, window_trajectories
-from registry.tables import EventRow
+from registry import ToolCallRecord, TrajectoryWindow, offered_tool_lists, tool_call_records
 
 __all__ = ["RecordedCall", "in_cluster", "offered_spec", "recorded_calls"]
 
@@ -66,17 +64,9 @@ def in_cluster(call: RecordedCall, parameter: str, error_class: str | None) -> b
 
 def offered_spec(session: Session, window: TrajectoryWindow, tool: str) -> dict | None:
     """The tool as the window's llm calls offered it (the most frequent form), or None."""
-    ids = [t.id for t in window_trajectories(session, window)]
-    if not ids:
-        return None
-    statement = select(EventRow.body[("observation", "tools")]).where(
-        EventRow.trajectory_id.in_(ids),
-        EventRow.kind == EventKind.LLM_CALL.value,
-        EventRow.traffic == Traffic.USER.value,
-    )
     seen: Counter[str] = Counter()
-    for specs in session.exec(statement):
-        for item in specs or []:
+    for specs in offered_tool_lists(session, window):
+        for item in specs:
             if item.get("name") == tool and item.get("parameters"):
                 seen[json.dumps(item, sort_keys=True)] += 1
     if not seen:

@@ -10,12 +10,13 @@ import pytest
 
 import evolution.window
 import registry.windows
-from atdp import utcnow
+from atdp import Traffic, utcnow
 from evolution.analysis import analyse_window
 from evolution.decision import Action, DecisionRecord
 from evolution.memory.operator import propose_memory
 from evolution.operators import OperatorError
 from evolution.replay.cases import recorded_cases
+from evolution.samples import canary_metrics, shadow_metrics
 from evolution.tool_schema import propose_tool_schema
 from evolution.window import FailureCluster, FailureKind, WindowSpec, trajectory_window
 from registry import TrajectoryWindow, get_version, transaction
@@ -101,3 +102,31 @@ def test_every_reader_queries_the_same_window(engine, monkeypatch, name: str) ->
             current = [window for window in seen if window.until == expected.until]
             assert current, f"{reader} read no window ending at {expected.until}"
             assert all(window == expected for window in current), f"{reader} read {current}"
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_the_live_gates_read_the_spec_window_per_version(engine, monkeypatch, name: str) -> None:
+    stable = world(engine)
+    spec = SPECS[name]
+    monkeypatch.setattr(evolution.window, "utcnow", lambda: NOW)
+    seen: list[TrajectoryWindow] = []
+    select = registry.windows._select
+
+    def spy(window: TrajectoryWindow, *columns):
+        seen.append(window)
+        return select(window, *columns)
+
+    monkeypatch.setattr(registry.windows, "_select", spy)
+    expected = trajectory_window(spec, until=NOW)
+    with transaction(engine) as session:
+        canary_metrics(session, spec, stable, "candidate")
+        shadow_metrics(session, spec, stable, "candidate")
+    served = {
+        expected.model_copy(update={"version_ids": (version,), "traffic": traffic})
+        for version, traffic in [
+            (stable, Traffic.USER),
+            ("candidate", Traffic.USER),
+            ("candidate", Traffic.SHADOW),
+        ]
+    }
+    assert set(seen) == served
