@@ -13,7 +13,6 @@ import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from functools import partial
 from typing import Any
 
 import httpx
@@ -44,11 +43,11 @@ from evolution.analysis import analyse_window
 from evolution.corrections import CorrectionJudge, judge_with
 from evolution.decision import Action, DecisionRecord, decide
 from evolution.gates import GateResult, judge
-from evolution.memory.operator import propose_memory
+from evolution.memory.operator import memory_operator
 from evolution.operators import Candidate, Operator, OperatorError
 from evolution.samples import canary_metrics, shadow_metrics
 from evolution.settings import EvolutionSettings
-from evolution.tool_schema import propose_tool_schema
+from evolution.tool_schema import tool_schema_operator
 from evolution.window import WindowSpec
 from registry import (
     Alias,
@@ -247,17 +246,26 @@ class EvolutionActivities:
         if request.decision.action is Action.MEMORY:
             # The facts come from the cluster the analysis found: read as it read them.
             with self._correction_judge(request.agent) as reader:
-                return self._run_operator(partial(propose_memory, judge=reader), request)
+                return self._run_operator(memory_operator(reader), request)
         return self._run_operator(operator, request)
 
     def _run_operator(self, operator: Operator, request: CandidateRequest) -> Candidate:
-        """One operator run on the parent; nothing to propose is not worth a retry."""
-        with transaction(self.engine) as session:
-            parent = get_version(session, request.parent_version)
-            try:
-                return operator(session, parent, request.decision, request.window)
-            except OperatorError as error:
-                raise _fatal("NothingToPropose", str(error)) from None
+        """One operator run on the parent; nothing to propose is not worth a retry.
+
+        The evidence is read in one transaction and the proposal written in another: no
+        transaction stays open while the operator decides (hours, for a DSPy optimisation).
+        """
+        try:
+            with transaction(self.engine) as session:
+                parent = get_version(session, request.parent_version)
+                evidence = operator.read(session, parent, request.decision, request.window)
+            proposal = operator.propose(evidence, parent, request.decision)
+            if operator.write is None:
+                return proposal
+            with transaction(self.engine) as session:
+                return operator.write(session, proposal)
+        except OperatorError as error:
+            raise _fatal("NothingToPropose", str(error)) from None
 
     def _build_harness(self, request: CandidateRequest) -> Candidate:
         """The harness operator, its DSPy calls served by the gateway as evaluation traffic.
@@ -590,6 +598,6 @@ def _gateway_lm(gateway_url: str, agent: str, key: str):
 # Operators by action (evolution.operators.Operator): each proposes a new spec from the
 # parent and the decision, never mutating a version.
 OPERATORS: dict[Action, Operator] = {
-    Action.MEMORY: propose_memory,
-    Action.TOOL_SCHEMA: propose_tool_schema,
+    Action.MEMORY: memory_operator(),
+    Action.TOOL_SCHEMA: tool_schema_operator(),
 }

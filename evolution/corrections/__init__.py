@@ -17,8 +17,10 @@ from evolution.corrections.judge import (
 from evolution.corrections.meaning import group_by_meaning, label
 from evolution.corrections.window import (
     CorrectionGroup,
+    CorrectionRecords,
     UserCorrection,
     correction_groups,
+    correction_records,
     read_corrections,
     window_corrections,
 )
@@ -28,11 +30,13 @@ __all__ = [
     "CorrectionGroup",
     "CorrectionJudge",
     "CorrectionKind",
+    "CorrectionRecords",
     "JudgeReading",
     "UserCorrection",
     "category_kind",
     "classify",
     "correction_groups",
+    "correction_records",
     "group_by_meaning",
     "judge_with",
     "label",

@@ -40,8 +40,10 @@ from registry import (
 
 __all__ = [
     "CorrectionGroup",
+    "CorrectionRecords",
     "UserCorrection",
     "correction_groups",
+    "correction_records",
     "read_corrections",
     "window_corrections",
 ]
@@ -100,18 +102,37 @@ class CorrectionGroup:
     members: list[UserCorrection]
 
 
-def window_corrections(
-    session: Session, spec: WindowSpec, *, judge: CorrectionJudge | None = None
-) -> list[UserCorrection]:
-    """Every correction users gave in the window `spec` names, oldest first."""
+@dataclass(frozen=True)
+class CorrectionRecords:
+    """What a window's corrections are read from (see `read_corrections`)."""
+
+    trajectories: list[WindowTrajectory]
+    rewards: list[Reward]
+    tools: dict[uuid.UUID, set[str]]
+    turns: list[UserTurn]
+
+    def corrections(self, judge: CorrectionJudge | None = None) -> list[UserCorrection]:
+        return read_corrections(
+            self.trajectories, self.rewards, self.tools, self.turns, judge=judge
+        )
+
+
+def correction_records(session: Session, spec: WindowSpec) -> CorrectionRecords:
+    """The records of the window `spec` names that corrections are read from."""
     traffic = trajectory_window(spec)
-    return read_corrections(
+    return CorrectionRecords(
         window_trajectories(session, traffic),
         window_rewards(session, traffic),
         offered_tools(session, traffic),
         follow_up_turns(session, traffic),
-        judge=judge,
     )
+
+
+def window_corrections(
+    session: Session, spec: WindowSpec, *, judge: CorrectionJudge | None = None
+) -> list[UserCorrection]:
+    """Every correction users gave in the window `spec` names, oldest first."""
+    return correction_records(session, spec).corrections(judge)
 
 
 def read_corrections(

@@ -39,6 +39,7 @@ __all__ = [
     "METRIC",
     "HarnessCase",
     "HarnessConfig",
+    "HarnessEvidence",
     "LMFactory",
     "case_score",
     "harness_cases",
@@ -110,6 +111,14 @@ class HarnessConfig:
     # one answer a case is a coin flip; every harness gets the same seeds (paired).
     samples: int = 3
     proposer_lm: Any = None
+
+
+@dataclass(frozen=True)
+class HarnessEvidence:
+    """What the operator learns from: the window's cases, read as `config` asks."""
+
+    cases: list[HarnessCase]
+    config: HarnessConfig
 
 
 # --- the cases -----------------------------------------------------------------------------
@@ -382,15 +391,15 @@ def _trials(
 
 
 def propose_harness(
-    session: Session,
+    cases: Sequence[HarnessCase],
     parent: AgentVersion,
     decision: DecisionRecord,
-    window: WindowSpec,
     *,
     lm_factory: LMFactory,
     config: HarnessConfig | None = None,
 ) -> Candidate:
-    """A candidate whose harness (instructions, demos) DSPy optimised on the window's cases.
+    """A candidate whose harness (instructions, demos) DSPy optimised on the window's cases
+    (`harness_cases`); it reads nothing from the registry.
 
     Raises:
         OperatorError: the window has no usable case, a proposer-led optimiser has no
@@ -402,10 +411,10 @@ def propose_harness(
             f"the {config.optimizer} optimiser proposes instructions with an LM; configure a "
             "proposer LM or use optimizer='bootstrap'"
         )
-    cases = harness_cases(session, window, per_kind=config.per_kind)
+    cases = list(cases)
     if not cases:
         raise OperatorError(
-            f"the window of {window.agent} holds no failure or success with a recorded answer; "
+            f"the window of {parent.agent} holds no failure or success with a recorded answer; "
             "widen the window or wait for rewards"
         )
     trials = _trials(parent.spec.harness, cases, config, lm_factory(parent.id))
@@ -422,7 +431,7 @@ def propose_harness(
 def make_harness_operator(
     lm_factory: LMFactory, *, optimizer: Optimizer = "bootstrap", **settings: Any
 ) -> Operator:
-    """`propose_harness` in the shape every operator has.
+    """The harness operator: it reads the window's cases, then `propose_harness` optimises.
 
     Args:
         lm_factory: version id -> task LM. The program renders the harness itself, so the
@@ -434,19 +443,24 @@ def make_harness_operator(
     """
     config = HarnessConfig(optimizer=optimizer, **settings)
 
-    def operator(
+    def read(
         session: Session, parent: AgentVersion, decision: DecisionRecord, window: WindowSpec
-    ) -> Candidate:
+    ) -> HarnessEvidence:
         from evolution.settings import EvolutionSettings
 
         # The agent's own settings (`harness` in its evolution settings) refine the worker's.
         own = EvolutionSettings.of(get_agent(session, parent.agent).settings).harness
         chosen = replace(config, **own.model_dump(exclude_none=True))
+        return HarnessEvidence(harness_cases(session, window, per_kind=chosen.per_kind), chosen)
+
+    def propose(
+        evidence: HarnessEvidence, parent: AgentVersion, decision: DecisionRecord
+    ) -> Candidate:
         return propose_harness(
-            session, parent, decision, window, lm_factory=lm_factory, config=chosen
+            evidence.cases, parent, decision, lm_factory=lm_factory, config=evidence.config
         )
 
-    return operator
+    return Operator(read=read, propose=propose)
 
 
 # --- the evidence --------------------------------------------------------------------------

@@ -7,7 +7,9 @@ them with the agent's existing items: a fact already known is reinforced (more p
 higher confidence), a new one is added, and one that contradicts a fact its tenants can
 already see is stored flagged as a conflict and left out of the candidate for a person.
 Running it twice on one window writes nothing new and proposes the same spec, because
-activities retry.
+activities retry. It runs in three steps (`evolution.operators`): `read_memory` reads the
+window and the agent's items, `plan_memory` decides what each fact becomes, and
+`write_memory` stores that and returns the candidate.
 """
 
 from __future__ import annotations
@@ -15,15 +17,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 
 from sqlmodel import Session
 
 from evolution.corrections import (
     CorrectionJudge,
     CorrectionKind,
+    CorrectionRecords,
     UserCorrection,
     correction_groups,
-    window_corrections,
+    correction_records,
 )
 from evolution.decision import DecisionRecord
 from evolution.memory.distil import (
@@ -34,7 +38,7 @@ from evolution.memory.distil import (
     relation,
     scopes_overlap,
 )
-from evolution.operators import Candidate, OperatorError
+from evolution.operators import Candidate, Operator, OperatorError
 from evolution.window import FailureCluster, FailureKind, WindowSpec
 from registry import AgentVersion
 from registry.memory import (
@@ -47,7 +51,16 @@ from registry.memory import (
     set_memory_status,
 )
 
-__all__ = ["FactOutcome", "ResolvedFact", "propose_memory"]
+__all__ = [
+    "FactOutcome",
+    "MemoryEvidence",
+    "MemoryPlan",
+    "ResolvedFact",
+    "memory_operator",
+    "plan_memory",
+    "read_memory",
+    "write_memory",
+]
 
 
 class FactOutcome(StrEnum):
@@ -66,35 +79,82 @@ class ResolvedFact:
     conflicts_with: MemoryItem | None = None
 
 
-def propose_memory(
-    session: Session,
+@dataclass(frozen=True)
+class MemoryEvidence:
+    """What the operator reads: the window's correction records and the agent's items."""
+
+    records: CorrectionRecords
+    existing: list[MemoryItem]
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """What each distilled fact becomes, decided against the items read.
+
+    Args:
+        known: fact index -> the item that already states it (reinforced).
+        rivals: new fact index -> a live item it contradicts, if any (it is added).
+        partners: new fact index -> another new fact it contradicts, if any.
+    """
+
+    parent: AgentVersion
+    wanted: str | None
+    corrections: list[UserCorrection]
+    facts: list[DistilledFact]
+    known: dict[int, MemoryItem]
+    rivals: dict[int, MemoryItem | None]
+    partners: dict[int, int | None]
+
+
+def read_memory(
+    session: Session, parent: AgentVersion, decision: DecisionRecord, window: WindowSpec
+) -> MemoryEvidence:
+    """The evidence: the window's correction records and every item of the agent."""
+    records = correction_records(session, window)
+    return MemoryEvidence(records, list_agent_memory_items(session, parent.agent))
+
+
+def plan_memory(
+    evidence: MemoryEvidence,
     parent: AgentVersion,
     decision: DecisionRecord,
-    window: WindowSpec,
     *,
     judge: CorrectionJudge | None = None,
-) -> Candidate:
-    """A candidate whose memory snapshot adds the facts users supplied in `window`.
+) -> MemoryPlan:
+    """Which facts users supplied in the window, and what each becomes among the items.
 
     `judge`: the agent's judge model, when the window analysis read corrections with it,
     so the cluster it chose is found again.
 
     Raises:
         OperatorError: the decision targets no missing fact, the window holds no fact for
-            its target, or every such fact is already in the parent or in conflict.
+            its target.
     """
     wanted = _topic(decision)
-    found = window_corrections(session, window, judge=judge)
+    found = evidence.records.corrections(judge)
     corrections = _target_corrections(found, decision.target)
     facts = distil_facts(corrections)
     if not facts:
         raise OperatorError(
-            f"the window of {window.agent} holds no fact users supplied"
+            f"the window of {parent.agent} holds no fact users supplied"
             + (f" on {wanted!r}" if wanted else "")
             + "; widen the window or choose another action"
         )
-    resolved = _reconcile(session, parent.agent, facts)
-    return _candidate(parent, wanted, corrections, resolved)
+    return _plan(parent, wanted, corrections, facts, evidence.existing)
+
+
+def write_memory(session: Session, plan: MemoryPlan) -> Candidate:
+    """Store the plan's items and return the candidate whose snapshot serves them.
+
+    Raises:
+        OperatorError: every fact is already in the parent or in conflict.
+    """
+    return _candidate(plan.parent, plan.wanted, plan.corrections, _reconcile(session, plan))
+
+
+def memory_operator(judge: CorrectionJudge | None = None) -> Operator:
+    """The memory operator; `judge` reads corrections as the window analysis did."""
+    return Operator(read=read_memory, propose=partial(plan_memory, judge=judge), write=write_memory)
 
 
 def _topic(decision: DecisionRecord) -> str | None:
@@ -132,25 +192,38 @@ def _target_corrections(
     return best.members if best is not None and examples & {c.text for c in best.members} else []
 
 
-# --- reconciling with the registry -------------------------------------------------------
+# --- reconciling with the agent's items -------------------------------------------------
 
 
-def _reconcile(session: Session, agent: str, facts: Sequence[DistilledFact]) -> list[ResolvedFact]:
-    """Reinforce known facts, add new ones, flag contradictions; in the facts' order."""
-    existing = list_agent_memory_items(session, agent)
-    resolved: dict[int, ResolvedFact] = {}
-    fresh: list[int] = []
-    for index, fact in enumerate(facts):
-        known = _known_item(existing, fact)
-        if known is None:
-            fresh.append(index)
-        else:
-            resolved[index] = _reinforce(session, known, fact)
-    partners = {i: _conflicting_fact(facts, i, fresh) for i in fresh}
-    for index in fresh:
-        rival = _conflicting_item(existing, facts[index])
-        resolved[index] = _add(session, agent, facts[index], rival, partners[index] is not None)
-    for index, partner in partners.items():
+def _plan(
+    parent: AgentVersion,
+    wanted: str | None,
+    corrections: list[UserCorrection],
+    facts: list[DistilledFact],
+    existing: list[MemoryItem],
+) -> MemoryPlan:
+    """Known facts are reinforced, new ones added; contradictions are flagged."""
+    known = {i: item for i, fact in enumerate(facts) if (item := _known_item(existing, fact))}
+    fresh = [i for i in range(len(facts)) if i not in known]
+    return MemoryPlan(
+        parent=parent,
+        wanted=wanted,
+        corrections=corrections,
+        facts=facts,
+        known=known,
+        rivals={i: _conflicting_item(existing, facts[i]) for i in fresh},
+        partners={i: _conflicting_fact(facts, i, fresh) for i in fresh},
+    )
+
+
+def _reconcile(session: Session, plan: MemoryPlan) -> list[ResolvedFact]:
+    """Write the plan: reinforce, add, pair conflicts; resolved in the facts' order."""
+    agent, facts = plan.parent.agent, plan.facts
+    resolved = {i: _reinforce(session, item, facts[i]) for i, item in plan.known.items()}
+    for index, rival in plan.rivals.items():
+        contested = plan.partners[index] is not None
+        resolved[index] = _add(session, agent, facts[index], rival, contested)
+    for index, partner in plan.partners.items():
         if partner is not None and resolved[index].conflicts_with is None:
             resolved[index] = _pair_conflict(session, resolved[index], resolved[partner].item)
     return [resolved[i] for i in range(len(facts))]

@@ -3,7 +3,11 @@ too few succeeded, from what its refusals and description say, proven by replayi
 recorded calls against the offered and the candidate schema."""
 
 from evolution.tool_schema.config import ToolSchemaConfig
-from evolution.tool_schema.operator import propose_tool_schema, tool_schema_operator
+from evolution.tool_schema.operator import (
+    propose_tool_schema,
+    read_tool_schema,
+    tool_schema_operator,
+)
 from evolution.tool_schema.rules import infer_pattern, infer_rules
 
 __all__ = [
@@ -11,5 +15,6 @@ __all__ = [
     "infer_pattern",
     "infer_rules",
     "propose_tool_schema",
+    "read_tool_schema",
     "tool_schema_operator",
 ]

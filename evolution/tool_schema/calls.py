@@ -11,7 +11,14 @@ from sqlmodel import Session
 from evolution.analysis import error_class_name, tool_parameter
 from registry import ToolCallRecord, TrajectoryWindow, offered_tool_lists, tool_call_records
 
-__all__ = ["RecordedCall", "in_cluster", "offered_spec", "recorded_calls"]
+__all__ = [
+    "RecordedCall",
+    "RecordedTool",
+    "in_cluster",
+    "offered_spec",
+    "recorded_calls",
+    "recorded_tool",
+]
 
 _ANONYMOUS_CALLS = frozenset({"", "agent-reported", "unknown"})
 
@@ -26,6 +33,19 @@ class RecordedCall:
     @property
     def failed(self) -> bool:
         return _failed(self.record)
+
+
+@dataclass(frozen=True)
+class RecordedTool:
+    """A tool as a window recorded it: its calls, and the spec the llm calls offered."""
+
+    calls: list[RecordedCall]
+    offered: dict | None
+
+
+def recorded_tool(session: Session, window: TrajectoryWindow, tool: str) -> RecordedTool:
+    """The tool-schema operator's evidence: what the window holds about `tool`."""
+    return RecordedTool(recorded_calls(session, window, tool), offered_spec(session, window, tool))
 
 
 def recorded_calls(session: Session, window: TrajectoryWindow, tool: str) -> list[RecordedCall]:

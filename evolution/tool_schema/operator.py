@@ -18,34 +18,36 @@ this module never imports it.
 from __future__ import annotations
 
 import json
+from functools import partial
 
 from sqlmodel import Session
 
 from atdp import ToolOverride, VersionSpec
 from evolution.decision import DecisionRecord
 from evolution.operators import Candidate, Operator, OperatorError
-from evolution.tool_schema.calls import (
-    RecordedCall,
-    in_cluster,
-    offered_spec,
-    recorded_calls,
-)
+from evolution.tool_schema.calls import RecordedCall, RecordedTool, in_cluster, recorded_tool
 from evolution.tool_schema.config import ToolSchemaConfig
 from evolution.tool_schema.edits import Edit, OfferedTool, Target, appended
 from evolution.tool_schema.refusals import edit_from_refusals
 from evolution.tool_schema.replay import Replay, replay_calls
 from evolution.tool_schema.successes import edit_from_successes
 from evolution.window import FailureKind, WindowSpec, trajectory_window
-from registry import AgentVersion, TrajectoryWindow
+from registry import AgentVersion
 
-__all__ = ["propose_tool_schema", "tool_schema_operator"]
+__all__ = ["propose_tool_schema", "read_tool_schema", "tool_schema_operator"]
+
+
+def read_tool_schema(
+    session: Session, parent: AgentVersion, decision: DecisionRecord, window: WindowSpec
+) -> RecordedTool:
+    """The evidence: the window's calls of the decision's tool and the spec it was offered."""
+    return recorded_tool(session, trajectory_window(window), _target(decision).tool)
 
 
 def propose_tool_schema(
-    session: Session,
+    recorded: RecordedTool,
     parent: AgentVersion,
     decision: DecisionRecord,
-    window: WindowSpec,
     *,
     config: ToolSchemaConfig | None = None,
 ) -> Candidate:
@@ -62,9 +64,8 @@ def propose_tool_schema(
     """
     config = config or ToolSchemaConfig()
     target = _target(decision)
-    traffic = trajectory_window(window)
-    successes, failures = _split(recorded_calls(session, traffic, target.tool), target)
-    tool = _offered_tool(session, traffic, parent, target)
+    successes, failures = _split(recorded.calls, target)
+    tool = _offered_tool(recorded.offered, parent, target)
     before = replay_calls(
         tool.offered_schema, dict(tool.override.argument_map), successes, failures
     )
@@ -111,10 +112,8 @@ def _split(
     return successes, failures
 
 
-def _offered_tool(
-    session: Session, traffic: TrajectoryWindow, parent: AgentVersion, target: Target
-) -> OfferedTool:
-    offered = offered_spec(session, traffic, target.tool) or {}
+def _offered_tool(offered: dict | None, parent: AgentVersion, target: Target) -> OfferedTool:
+    offered = offered or {}
     override = parent.spec.tools.tools.get(target.tool, ToolOverride())
     schema = override.parameters or offered.get("parameters")
     if not schema:
@@ -189,12 +188,6 @@ def _keywords(rule: dict) -> str:
     return ", ".join(f"{key} {json.dumps(value)}" for key, value in sorted(rule.items()))
 
 
-def tool_schema_operator(config: ToolSchemaConfig) -> Operator:
-    """`propose_tool_schema` bound to `config`, in the shape every operator has."""
-
-    def operator(
-        session: Session, parent: AgentVersion, decision: DecisionRecord, window: WindowSpec
-    ) -> Candidate:
-        return propose_tool_schema(session, parent, decision, window, config=config)
-
-    return operator
+def tool_schema_operator(config: ToolSchemaConfig | None = None) -> Operator:
+    """The tool-schema operator, `config` bound (default: `ToolSchemaConfig()`)."""
+    return Operator(read=read_tool_schema, propose=partial(propose_tool_schema, config=config))

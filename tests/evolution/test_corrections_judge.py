@@ -31,7 +31,7 @@ from evolution.corrections import (
     read_corrections,
 )
 from evolution.decision import Action, PolicyConfig, decide
-from evolution.memory.operator import propose_memory
+from evolution.memory.operator import memory_operator
 from evolution.window import FailureKind, WindowSpec, trajectory_window
 from evoplane.scenarios.upstream import ModelServer
 from proxy.config import GatewayConfig
@@ -253,7 +253,7 @@ def test_the_memory_operator_finds_the_judges_cluster_again(engine) -> None:
 
     def used(judge) -> int:
         with transaction(engine) as session:
-            made = propose_memory(session, parent, chosen, window, judge=judge)
+            made = memory_operator(judge).run(session, parent, chosen, window)
         return made.evidence["corrections"]
 
     assert used(None) < 3  # read offline, the three languages share few words

@@ -181,7 +181,7 @@ def test_optimised_harness_fixes_failures_and_keeps_successes(
         lm_factory(upstream), optimizer=optimizer, candidate_programs=2
     )
     with transaction(registry) as session:
-        candidate = operator(session, parent, decision(window), window)
+        candidate = operator.run(session, parent, decision(window), window)
 
     evidence = candidate.evidence
     print(
@@ -213,13 +213,13 @@ def test_the_agents_settings_can_limit_the_operator_to_instructions(registry, up
     parent = stable(registry)
     operator = make_harness_operator(lm_factory(upstream))
     with transaction(registry) as session:
-        worker_default = operator(session, parent, decision(window), window).spec.harness
+        worker_default = operator.run(session, parent, decision(window), window).spec.harness
     with transaction(registry) as session:
         set_agent_settings(
             session, AGENT, {"harness": {"max_bootstrapped_demos": 0, "max_labeled_demos": 0}}
         )
     with transaction(registry) as session:
-        own = operator(session, parent, decision(window), window).spec.harness
+        own = operator.run(session, parent, decision(window), window).spec.harness
     assert worker_default.demos, "the worker's default adds demos"
     assert own.demos == [] and FACT in own.instructions
 
@@ -233,14 +233,10 @@ def test_every_harness_is_scored_on_the_same_seeds(registry, upstream) -> None:
     upstream.reset()
     config = HarnessConfig(samples=3, max_bootstrapped_demos=0, max_labeled_demos=0)
     with transaction(registry) as session:
-        candidate = propose_harness(
-            session,
-            parent,
-            decision(window),
-            window,
-            lm_factory=lm_factory(upstream),
-            config=config,
-        )
+        cases = harness_cases(session, window, per_kind=config.per_kind)
+    candidate = propose_harness(
+        cases, parent, decision(window), lm_factory=lm_factory(upstream), config=config
+    )
     assert FACT in candidate.spec.harness.instructions
     seeds: dict[str, list[int]] = {}
     for request in upstream.requests:
@@ -258,13 +254,14 @@ def test_the_candidate_is_a_pure_function_of_the_window(registry, upstream) -> N
     world(registry)
     window = recorded_window(registry)
     parent = stable(registry)
-    with transaction(registry) as session:
-        first = propose_harness(
-            session, parent, decision(window), window, lm_factory=lm_factory(upstream)
+    proposals = []
+    for _ in range(2):
+        with transaction(registry) as session:
+            cases = harness_cases(session, window)
+        proposals.append(
+            propose_harness(cases, parent, decision(window), lm_factory=lm_factory(upstream))
         )
-        second = propose_harness(
-            session, parent, decision(window), window, lm_factory=lm_factory(upstream)
-        )
+    first, second = proposals
     assert first.spec.content_hash() == second.spec.content_hash()
     assert first.changes == second.changes
 
@@ -274,7 +271,7 @@ def test_empty_window_is_an_operator_error(registry, upstream) -> None:
     window = WindowSpec(agent=AGENT, since=utcnow() - timedelta(hours=1))
     operator = make_harness_operator(lm_factory(upstream))
     with transaction(registry) as session, pytest.raises(OperatorError, match="no failure"):
-        operator(session, stable(registry), decision(window), window)
+        operator.run(session, stable(registry), decision(window), window)
 
 
 @pytest.mark.parametrize("optimizer", ["mipro", "gepa"])
@@ -283,7 +280,7 @@ def test_proposer_led_optimisers_need_a_proposer(registry, upstream, optimizer) 
     window = recorded_window(registry)
     operator = make_harness_operator(lm_factory(upstream), optimizer=optimizer)
     with transaction(registry) as session, pytest.raises(OperatorError, match="proposer LM"):
-        operator(session, stable(registry), decision(window), window)
+        operator.run(session, stable(registry), decision(window), window)
 
 
 def test_gepa_rewrites_instructions_with_a_reflection_lm(registry, upstream) -> None:
@@ -300,7 +297,7 @@ def test_gepa_rewrites_instructions_with_a_reflection_lm(registry, upstream) -> 
         lm_factory(upstream), optimizer="gepa", proposer_lm=reflection, metric_calls=16
     )
     with transaction(registry) as session:
-        candidate = operator(session, parent, decision(window), window)
+        candidate = operator.run(session, parent, decision(window), window)
     print(f"\ngepa: metric {candidate.evidence['before']} -> {candidate.evidence['after']}")
     assert candidate.spec.harness.instructions == rewritten
     assert candidate.evidence["after"] > candidate.evidence["before"]
@@ -326,7 +323,7 @@ def test_mipro_proposes_instructions_with_a_proposer_lm(registry, upstream) -> N
         lm_factory(upstream), optimizer="mipro", proposer_lm=DummyLM([proposal] * 200)
     )
     with transaction(registry) as session:
-        candidate = operator(session, parent, decision(window), window)
+        candidate = operator.run(session, parent, decision(window), window)
     print(f"\nmipro: metric {candidate.evidence['before']} -> {candidate.evidence['after']}")
     assert candidate.spec.harness.instructions == rewritten
     assert candidate.evidence["after"] > candidate.evidence["before"]

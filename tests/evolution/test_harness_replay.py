@@ -17,7 +17,7 @@ import pytest
 from atdp import Harness, ModelRef, VersionSpec, utcnow
 from evolution.decision import Action
 from evolution.gates import GateConfig, Verdict
-from evolution.harness import HarnessConfig, propose_harness
+from evolution.harness import HarnessConfig, harness_cases, propose_harness
 from evolution.window import WindowSpec
 from registry import register_version, set_agent_settings, transaction
 from tests.evolution.gateway_agent import AGENT, Agent, LiveGateway, live_gateway
@@ -108,10 +108,9 @@ async def test_a_harness_candidate_fixes_held_out_failures_on_replay(tmp_path) -
         parent = live.version()
         with transaction(live.engine) as session:
             built = propose_harness(
-                session,
+                harness_cases(session, training),
                 parent,
                 decision(training),
-                training,
                 lm_factory=lm_factory(live),
                 config=HarnessConfig(optimizer="bootstrap"),
             )

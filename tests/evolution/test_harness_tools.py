@@ -112,7 +112,7 @@ def test_a_tool_routing_failure_is_fixed_by_the_harness_that_routes_right(regist
         window=window, stable_version=parent.id,
     )  # fmt: skip
     with transaction(registry) as session:
-        candidate = operator(session, parent, decided, window)
+        candidate = operator.run(session, parent, decided, window)
 
     evidence = candidate.evidence
     assert evidence["failures"]["after"] == 1.0 > evidence["failures"]["before"]

@@ -13,7 +13,7 @@ from evolution.analysis import analyse_window
 from evolution.decision import Action, DecisionRecord, PolicyConfig, decide
 from evolution.memory import MemoryIndex
 from evolution.memory.distil import FactRelation, fact_text, relation
-from evolution.memory.operator import propose_memory
+from evolution.memory.operator import memory_operator
 from evolution.operators import Candidate, OperatorError
 from evolution.window import FailureCluster, FailureKind, WindowSpec
 from registry import (
@@ -105,7 +105,7 @@ def missing_fact(key: str) -> FailureCluster:
 def propose(engine, window: WindowSpec, target: FailureCluster | None = None) -> Candidate:
     with transaction(engine) as session:
         parent = get_version(session, current_aliases(session, AGENT).stable)
-        return propose_memory(session, parent, decision(window, target), window)
+        return memory_operator().run(session, parent, decision(window, target), window)
 
 
 def items(engine) -> dict[str, object]:

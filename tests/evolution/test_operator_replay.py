@@ -12,7 +12,7 @@ from datetime import timedelta
 from atdp import ChatMessage, Harness, MessageAction, ModelRef, Observation, OutcomeStatus, utcnow
 from evolution.decision import Action
 from evolution.gates import Verdict
-from evolution.memory.operator import propose_memory
+from evolution.memory.operator import memory_operator
 from evolution.window import WindowSpec
 from registry import get_version, register_version, set_agent_settings, transaction
 from tests.evolution.replay_helpers import held_out_gate, improvement
@@ -97,7 +97,7 @@ async def test_a_memory_candidate_fixes_held_out_failures_on_replay(engine) -> N
         answered_window(engine, base + timedelta(hours=1, minutes=20), 10)
         held_out = held_out.model_copy(update={"until": utcnow()})
         with transaction(engine) as session:
-            built = propose_memory(
+            built = memory_operator().run(
                 session,
                 parent,
                 decision(training).model_copy(update={"action": Action.MEMORY}),

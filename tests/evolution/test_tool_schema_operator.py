@@ -22,7 +22,6 @@ from evolution.tool_schema import (
     ToolSchemaConfig,
     infer_pattern,
     infer_rules,
-    propose_tool_schema,
     tool_schema_operator,
 )
 from evolution.window import FailureKind, WindowSpec
@@ -87,7 +86,7 @@ def propose(engine, key: str, **options):
             stable_version=stats.stable_version,
         )
         parent = get_version(session, options.pop("parent", stats.stable_version))
-        return parent, propose_tool_schema(session, parent, decision, spec, **options)
+        return parent, tool_schema_operator(**options).run(session, parent, decision, spec)
 
 
 def orders_window(engine, successes: int = 12) -> tuple[list[str], list[str]]:
@@ -324,7 +323,8 @@ def test_renaming_is_an_option(engine) -> None:
             window=spec,
             stable_version=stats.stable_version,
         )
-        candidate = operator(session, get_version(session, stats.stable_version), decision, spec)
+        parent = get_version(session, stats.stable_version)
+        candidate = operator.run(session, parent, decision, spec)
 
     tool = override(candidate, "lookup_order")
     assert tool.argument_map == {}

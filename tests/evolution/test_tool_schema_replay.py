@@ -28,7 +28,7 @@ from evolution.gates import GateConfig, GateResult, Verdict
 from evolution.operators import Candidate
 from evolution.replay import ToolOutput, action_of, replay_trajectory
 from evolution.replay.cases import recorded_cases
-from evolution.tool_schema import propose_tool_schema
+from evolution.tool_schema import tool_schema_operator
 from evolution.window import FailureKind, WindowSpec
 from registry import AgentVersion, register_version, set_agent_settings, transaction
 from tests.evolution.gateway_agent import AGENT, Agent, LiveGateway, live_gateway
@@ -109,7 +109,7 @@ def build_candidate(
             stable_version=stats.stable_version,
         )
         parent = live.version()
-        built = propose_tool_schema(session, parent, decision, training)
+        built = tool_schema_operator().run(session, parent, decision, training)
         candidate = register_version(
             session, AGENT, built.spec, parent_id=parent.id, author="t", reason=built.summary
         )

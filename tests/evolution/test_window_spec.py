@@ -13,11 +13,11 @@ import registry.windows
 from atdp import Traffic, utcnow
 from evolution.analysis import analyse_window
 from evolution.decision import Action, DecisionRecord
-from evolution.memory.operator import propose_memory
+from evolution.memory.operator import memory_operator
 from evolution.operators import OperatorError
 from evolution.replay.cases import recorded_cases
 from evolution.samples import canary_metrics, shadow_metrics
-from evolution.tool_schema import propose_tool_schema
+from evolution.tool_schema import tool_schema_operator
 from evolution.window import FailureCluster, FailureKind, WindowSpec, trajectory_window
 from registry import TrajectoryWindow, get_version, transaction
 from tests.evolution.window_helpers import AGENT, world
@@ -71,8 +71,8 @@ def _readers(session, spec: WindowSpec, stable: str) -> dict[str, Callable[[], o
     return {
         "analysis": lambda: analyse_window(session, spec, now=NOW),
         "replay cases": lambda: recorded_cases(session, spec),
-        "memory operator": lambda: propose_memory(session, parent, memory, spec),
-        "tool-schema operator": lambda: propose_tool_schema(session, parent, tools, spec),
+        "memory operator": lambda: memory_operator().run(session, parent, memory, spec),
+        "tool-schema operator": lambda: tool_schema_operator().run(session, parent, tools, spec),
     }
 
 
