@@ -19,8 +19,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlmodel import Session
-
 from atdp import EventKind, OutcomeStatus, Reward, RewardSource, utcnow
 from evolution.corrections import (
     CorrectionJudge,
@@ -48,6 +46,7 @@ from registry import (
     Alias,
     AliasMove,
     AliasState,
+    Session,
     ToolCallRecord,
     TrajectoryWindow,
     WindowTrajectory,

@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-from sqlmodel import Session
 
 from atdp import VersionSpec
 from evolution.decision import DecisionRecord
 from evolution.window import WindowSpec
-from registry import AgentVersion
+from registry import AgentVersion, Session
 
 __all__ = ["Candidate", "Operator", "OperatorError"]
 

@@ -12,12 +12,11 @@ import json
 import uuid
 from dataclasses import dataclass
 
-from sqlmodel import Session
-
 from atdp import Event, EventKind, Traffic
 from evolution.gates import MetricSamples, Sample
 from evolution.window import WindowSpec, trajectory_window
 from registry import (
+    Session,
     WindowTrajectory,
     effective_reward,
     rewards_by_trajectory,

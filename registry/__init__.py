@@ -20,6 +20,7 @@ from registry.changes import Change, ChangeListener
 from registry.db import (
     DatabaseUnavailableError,
     DatabaseURLError,
+    Session,
     create_db_engine,
     describe_url,
     is_unreachable,
@@ -151,6 +152,7 @@ __all__ = [
     "SchemaOutOfDateError",
     "SealedAccessError",
     "SealedEvent",
+    "Session",
     "SessionRoute",
     "SessionRouteReader",
     "StoredResponse",

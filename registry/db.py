@@ -14,6 +14,7 @@ from sqlmodel import Session
 __all__ = [
     "DatabaseURLError",
     "DatabaseUnavailableError",
+    "Session",
     "create_db_engine",
     "describe_url",
     "dumps_json",

@@ -22,14 +22,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from sqlmodel import Session
-
 from atdp import Reward, RewardSource
 from evolution.corrections.classify import CorrectionKind, category_kind, classify, specifics
 from evolution.corrections.judge import CorrectionJudge
 from evolution.corrections.meaning import group_by_meaning, label, terms
 from evolution.window import WindowSpec, trajectory_window
 from registry import (
+    Session,
     UserTurn,
     WindowTrajectory,
     follow_up_turns,

@@ -17,8 +17,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from sqlmodel import Session
-
 from atdp import Event, EventKind, Harness, MessageAction
 from evolution.corrections import CorrectionKind, window_corrections
 from evolution.decision import DecisionRecord
@@ -33,7 +31,7 @@ from evolution.operators import Candidate, Operator, OperatorError
 from evolution.replay import request_body
 from evolution.replay.cases import recorded_cases
 from evolution.window import WindowSpec
-from registry import AgentVersion, get_agent
+from registry import AgentVersion, Session, get_agent
 
 __all__ = [
     "METRIC",

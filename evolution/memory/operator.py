@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import partial
 
-from sqlmodel import Session
-
 from evolution.corrections import (
     CorrectionJudge,
     CorrectionKind,
@@ -40,7 +38,7 @@ from evolution.memory.distil import (
 )
 from evolution.operators import Candidate, Operator, OperatorError
 from evolution.window import FailureCluster, FailureKind, WindowSpec
-from registry import AgentVersion
+from registry import AgentVersion, Session
 from registry.memory import (
     MemoryItem,
     MemoryKind,

@@ -13,8 +13,6 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 
-from sqlmodel import Session
-
 from atdp import Reward
 from evolution.corrections import window_corrections
 from evolution.memory.distil import fact_text
@@ -23,6 +21,7 @@ from evolution.replay.scorers import ScoringContext
 from evolution.window import WindowSpec, trajectory_window
 from registry import (
     ALL_TENANTS,
+    Session,
     effective_reward,
     get_events,
     window_rewards,

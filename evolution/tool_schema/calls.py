@@ -6,10 +6,14 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 
-from sqlmodel import Session
-
 from evolution.analysis import error_class_name, tool_parameter
-from registry import ToolCallRecord, TrajectoryWindow, offered_tool_lists, tool_call_records
+from registry import (
+    Session,
+    ToolCallRecord,
+    TrajectoryWindow,
+    offered_tool_lists,
+    tool_call_records,
+)
 
 __all__ = [
     "RecordedCall",

@@ -20,8 +20,6 @@ from __future__ import annotations
 import json
 from functools import partial
 
-from sqlmodel import Session
-
 from atdp import ToolOverride, VersionSpec
 from evolution.decision import DecisionRecord
 from evolution.operators import Candidate, Operator, OperatorError
@@ -32,7 +30,7 @@ from evolution.tool_schema.refusals import edit_from_refusals
 from evolution.tool_schema.replay import Replay, replay_calls
 from evolution.tool_schema.successes import edit_from_successes
 from evolution.window import FailureKind, WindowSpec, trajectory_window
-from registry import AgentVersion
+from registry import AgentVersion, Session
 
 __all__ = ["propose_tool_schema", "read_tool_schema", "tool_schema_operator"]
 
