@@ -39,7 +39,7 @@ from activities.models import (
 )
 from activities.replay import ReplayGate
 from atdp import utcnow
-from evolution.analysis import analyse_window
+from evolution.analysis import measure_window, read_window
 from evolution.corrections import CorrectionJudge, judge_with
 from evolution.decision import Action, DecisionRecord, decide
 from evolution.gates import GateResult, judge
@@ -180,10 +180,15 @@ class EvolutionActivities:
 
     @activity.defn
     def decide(self, request: DecideRequest) -> DecisionRecord:
-        """Analyse the window and choose the action; the record goes to the registry and MLflow."""
+        """Analyse the window and choose the action; the record goes to the registry and MLflow.
+
+        The window is read in one transaction and measured after it: a judge model may read
+        the corrections, and no transaction waits on it.
+        """
+        with transaction(self.engine) as session:
+            records = read_window(session, request.window)
         with self._correction_judge(request.window.agent) as reader:
-            with transaction(self.engine) as session:
-                stats = analyse_window(session, request.window, judge=reader)
+            stats = measure_window(records, judge=reader)
         decision = decide(stats, request.policy, force=request.force)
         with transaction(self.engine) as session:
             update_evolution(

@@ -46,9 +46,11 @@ from registry import (
     Alias,
     AliasMove,
     AliasState,
+    LlmUsage,
     Session,
     ToolCallRecord,
     TrajectoryWindow,
+    UserTurn,
     WindowTrajectory,
     alias_history,
     aliases_at,
@@ -67,9 +69,12 @@ from registry import (
 __all__ = [
     "ARGUMENT_ERRORS",
     "ROUTING_ERRORS",
+    "WindowRecords",
     "analyse_window",
     "error_class_name",
     "jensen_shannon",
+    "measure_window",
+    "read_window",
     "tool_parameter",
     "tool_setup",
     "topic",
@@ -128,6 +133,30 @@ _GROWN = 3
 _TOPIC_TERMS = 3
 
 
+@dataclass(frozen=True)
+class WindowRecords:
+    """What a window's statistics are measured from, read in one go (`read_window`).
+
+    The version comparisons (drift, canary, regression) are read whole; the rest are the
+    window's light records, measured by `measure_window`.
+    """
+
+    spec: WindowSpec
+    since: datetime
+    until: datetime
+    stable_version: str | None
+    trajectories: list[WindowTrajectory]
+    offered: dict[uuid.UUID, set[str]]
+    rewards: list[Reward]
+    usage: dict[uuid.UUID, LlmUsage]
+    tool_calls: list[ToolCallRecord]
+    corrected: dict[uuid.UUID, uuid.UUID]
+    turns: list[UserTurn]
+    drift: Drift | None
+    canary: CanaryDelta | None
+    regression: Regression | None
+
+
 def analyse_window(
     session: Session,
     spec: WindowSpec,
@@ -138,7 +167,19 @@ def analyse_window(
     """Measure the window `spec` names, from the registry, as of `now`.
 
     `judge` reads users' corrections with a model (see `evolution.corrections.judge`);
-    without one they are read offline.
+    without one they are read offline. An activity reads and measures apart, so that no
+    transaction waits on the judge.
+
+    Raises:
+        registry.NotFoundError: the agent does not exist (a typo is not an empty window).
+    """
+    return measure_window(read_window(session, spec, now=now), judge=judge)
+
+
+def read_window(
+    session: Session, spec: WindowSpec, *, now: datetime | None = None
+) -> WindowRecords:
+    """The records of the window `spec` names, as of `now`.
 
     Raises:
         registry.NotFoundError: the agent does not exist (a typo is not an empty window).
@@ -153,41 +194,59 @@ def analyse_window(
         window = window.model_copy(update={"held_back": holdback})
     trajectories = window_trajectories(session, window)
     since = _window_start(spec, trajectories, until)
-    offered = offered_tools(session, window)
-    setups = {t.id: tool_setup(offered.get(t.id, ())) for t in trajectories}
-    recorded = window_rewards(session, window)
-    rewards = _by_trajectory(recorded)
-    usage = llm_usage(session, window)
-    tool_calls = _distinct_tool_calls(tool_call_records(session, window))
-    corrected = _corrected_calls(session, rewards)
-    corrections = read_corrections(
-        trajectories, recorded, offered, follow_up_turns(session, window), judge=judge
-    )
-    success = _task_success(trajectories, rewards)
-    cost = math.fsum(item.cost_usd for item in usage.values())
+    rewards = window_rewards(session, window)
     aliases = aliases_at(session, spec.agent, until)
-    return WindowStats(
+    return WindowRecords(
         spec=spec,
         since=since,
         until=until,
         stable_version=aliases.stable,
+        trajectories=trajectories,
+        offered=offered_tools(session, window),
+        rewards=rewards,
+        usage=llm_usage(session, window),
+        tool_calls=_distinct_tool_calls(tool_call_records(session, window)),
+        corrected=_corrected_calls(session, _by_trajectory(rewards)),
+        turns=follow_up_turns(session, window),
+        drift=_drift(session, spec, window, trajectories, since, until),
+        canary=_canary(session, spec, aliases, since, until),
+        regression=_regression(session, spec, until, holdback),
+    )
+
+
+def measure_window(records: WindowRecords, *, judge: CorrectionJudge | None = None) -> WindowStats:
+    """The window's statistics from its records; `judge` as in `analyse_window`."""
+    trajectories, usage, tool_calls = records.trajectories, records.usage, records.tool_calls
+    setups = {t.id: tool_setup(records.offered.get(t.id, ())) for t in trajectories}
+    rewards = _by_trajectory(records.rewards)
+    corrections = read_corrections(
+        trajectories, records.rewards, records.offered, records.turns, judge=judge
+    )
+    success = _task_success(trajectories, rewards)
+    cost = math.fsum(item.cost_usd for item in usage.values())
+    llm_calls = sum(item.calls for item in usage.values())
+    return WindowStats(
+        spec=records.spec,
+        since=records.since,
+        until=records.until,
+        stable_version=records.stable_version,
         trajectories=len(trajectories),
         sessions=len({(t.tenant, t.session) for t in trajectories}),
-        llm_calls=sum(item.calls for item in usage.values()),
+        llm_calls=llm_calls,
         tool_calls=len(tool_calls),
         tenants=sorted({t.tenant for t in trajectories}),
         task_types=sorted({_task_type(t) for t in trajectories}),
         tool_setups=sorted(set(setups.values())),
         task_success=success,
         reward=_mean(_effective_rewards(trajectories, rewards)),
-        correction_rate=_rate(len(corrected), sum(item.calls for item in usage.values())),
+        correction_rate=_rate(len(records.corrected), llm_calls),
         tool_error_rate=_rate(sum(map(_failed, tool_calls)), len(tool_calls)),
         failures=_failure_clusters(trajectories, setups, tool_calls, rewards, corrections),
         cost_usd=cost,
         cost_per_success=cost / success.successes if success.successes else None,
-        drift=_drift(session, spec, window, trajectories, since, until),
-        canary=_canary(session, spec, aliases, since, until),
-        regression=_regression(session, spec, until, holdback),
+        drift=records.drift,
+        canary=records.canary,
+        regression=records.regression,
     )
 
 
