@@ -15,11 +15,11 @@ import activities.evolution
 from activities.evolution import EvolutionActivities
 from activities.models import CandidateRequest
 from atdp import utcnow
-from evolution.decision import Action, DecisionRecord
+from evolution.decision import Action
 from evolution.operators import Candidate, Operator, OperatorError
 from evolution.window import WindowSpec
 from registry import get_version, transaction
-from tests.evolution.window_helpers import AGENT, world
+from tests.evolution.window_helpers import AGENT, decision_for, world
 
 WINDOW = WindowSpec(agent=AGENT, since=utcnow() - timedelta(hours=1))
 
@@ -43,15 +43,7 @@ def open_transactions(monkeypatch) -> list[int]:
 
 
 def _request(parent: str) -> CandidateRequest:
-    decision = DecisionRecord(
-        action=Action.MEMORY,
-        reason="test",
-        target=None,
-        scores=[],
-        signals={},
-        window=WINDOW,
-        stable_version=parent,
-    )
+    decision = decision_for(WINDOW, Action.MEMORY)
     return CandidateRequest(
         evolution_id="e-1", agent=AGENT, parent_version=parent, decision=decision, window=WINDOW
     )

@@ -27,7 +27,7 @@ from evolution.harness import (
 )
 from evolution.harness.program import render_request
 from evolution.operators import OperatorError
-from evolution.window import FailureCluster, FailureKind, WindowSpec
+from evolution.window import FailureKind, WindowSpec
 from registry import (
     create_db_engine,
     current_aliases,
@@ -36,7 +36,16 @@ from registry import (
     transaction,
     upgrade,
 )
-from tests.evolution.window_helpers import AGENT, Recorder, feedback, store, trajectory, world
+from tests.evolution.window_helpers import (
+    AGENT,
+    Recorder,
+    decision_for,
+    failure_cluster,
+    feedback,
+    store,
+    trajectory,
+    world,
+)
 from tests.support.upstream import ScriptedUpstream
 
 dspy = pytest.importorskip("dspy")
@@ -107,26 +116,15 @@ def recorded_window(engine) -> WindowSpec:
 
 
 def decision(window: WindowSpec) -> DecisionRecord:
-    target = FailureCluster(
-        kind=FailureKind.INSTRUCTION,
-        key="incomplete_answer",
+    target = failure_cluster(
+        FailureKind.INSTRUCTION,
+        "incomplete_answer",
         count=2,
         trajectories=2,
         share=0.5,
         tenants=["acme", "globex"],
-        task_types=["unknown"],
-        tool_setups=["none"],
-        example_event_ids=[],
     )
-    return DecisionRecord(
-        action=Action.HARNESS,
-        reason="test",
-        target=target,
-        scores=[],
-        signals={},
-        window=window,
-        stable_version=None,
-    )
+    return decision_for(window, Action.HARNESS, target)
 
 
 def stable(engine):

@@ -28,6 +28,8 @@ from registry.memory import list_agent_memory_items
 from tests.evolution.window_helpers import (
     AGENT,
     Recorder,
+    decision_for,
+    failure_cluster,
     feedback,
     implicit_correction,
     store,
@@ -77,29 +79,11 @@ class Traffic:
 
 
 def decision(window: WindowSpec, target: FailureCluster | None = None) -> DecisionRecord:
-    return DecisionRecord(
-        action=Action.MEMORY,
-        reason="test",
-        target=target,
-        scores=[],
-        signals={},
-        window=window,
-        stable_version=None,
-    )
+    return decision_for(window, Action.MEMORY, target)
 
 
 def missing_fact(key: str) -> FailureCluster:
-    return FailureCluster(
-        kind=FailureKind.MISSING_FACT,
-        key=key,
-        count=1,
-        trajectories=1,
-        share=0.1,
-        tenants=["acme"],
-        task_types=["unknown"],
-        tool_setups=["none"],
-        example_event_ids=[],
-    )
+    return failure_cluster(FailureKind.MISSING_FACT, key)
 
 
 def propose(engine, window: WindowSpec, target: FailureCluster | None = None) -> Candidate:

@@ -12,15 +12,15 @@ import evolution.window
 import registry.windows
 from atdp import Traffic, utcnow
 from evolution.analysis import analyse_window
-from evolution.decision import Action, DecisionRecord
+from evolution.decision import Action
 from evolution.memory.operator import memory_operator
 from evolution.operators import OperatorError
 from evolution.replay.cases import recorded_cases
 from evolution.samples import canary_metrics, shadow_metrics
 from evolution.tool_schema import tool_schema_operator
-from evolution.window import FailureCluster, FailureKind, WindowSpec, trajectory_window
+from evolution.window import FailureKind, WindowSpec, trajectory_window
 from registry import TrajectoryWindow, get_version, transaction
-from tests.evolution.window_helpers import AGENT, world
+from tests.evolution.window_helpers import AGENT, decision_for, failure_cluster, world
 
 NOW = utcnow()
 SPECS = {
@@ -36,38 +36,19 @@ def test_an_empty_tenant_list_is_every_tenant() -> None:
     assert trajectory_window(spec).tenants is None
 
 
-def _decision(window: WindowSpec, action: Action, target: FailureCluster | None) -> DecisionRecord:
-    return DecisionRecord(
-        action=action,
-        reason="test",
-        target=target,
-        scores=[],
-        signals={},
-        window=window,
-        stable_version=None,
-    )
-
-
-_TOOL_ARGUMENT = FailureCluster(
-    kind=FailureKind.TOOL_ARGUMENT,
-    key="lookup.order_id:format",
+_TOOL_ARGUMENT = failure_cluster(
+    FailureKind.TOOL_ARGUMENT,
+    "lookup.order_id:format",
     tool="lookup",
     parameter="order_id",
     error_class="format",
-    count=1,
-    trajectories=1,
-    share=0.1,
-    tenants=["acme"],
-    task_types=["unknown"],
-    tool_setups=["none"],
-    example_event_ids=[],
 )
 
 
 def _readers(session, spec: WindowSpec, stable: str) -> dict[str, Callable[[], object]]:
     parent = get_version(session, stable)
-    memory = _decision(spec, Action.MEMORY, None)
-    tools = _decision(spec, Action.TOOL_SCHEMA, _TOOL_ARGUMENT)
+    memory = decision_for(spec, Action.MEMORY)
+    tools = decision_for(spec, Action.TOOL_SCHEMA, _TOOL_ARGUMENT)
     return {
         "analysis": lambda: analyse_window(session, spec, now=NOW),
         "replay cases": lambda: recorded_cases(session, spec),
@@ -76,10 +57,9 @@ def _readers(session, spec: WindowSpec, stable: str) -> dict[str, Callable[[], o
     }
 
 
-@pytest.mark.parametrize("name", SPECS)
-def test_every_reader_queries_the_same_window(engine, monkeypatch, name: str) -> None:
-    stable = world(engine)
-    spec = SPECS[name]
+@pytest.fixture
+def queried(monkeypatch) -> list[TrajectoryWindow]:
+    """Every window the registry is asked about, as of NOW (the holdback left aside)."""
     monkeypatch.setattr(evolution.window, "utcnow", lambda: NOW)
     seen: list[TrajectoryWindow] = []
     select = registry.windows._select
@@ -89,34 +69,32 @@ def test_every_reader_queries_the_same_window(engine, monkeypatch, name: str) ->
         return select(window, *columns)
 
     monkeypatch.setattr(registry.windows, "_select", spy)
+    return seen
+
+
+@pytest.mark.parametrize("name", SPECS)
+def test_every_reader_queries_the_same_window(engine, queried, name: str) -> None:
+    stable = world(engine)
+    spec = SPECS[name]
     expected = trajectory_window(spec, until=NOW)
     with transaction(engine) as session:
         for reader, read in _readers(session, spec, stable).items():
-            seen.clear()
+            queried.clear()
             try:
                 read()
             except OperatorError:
                 pass  # an empty window proposes nothing; what it read is the point
             # the windows that end where the spec's does (the analysis also reads the
             # window before it, for drift)
-            current = [window for window in seen if window.until == expected.until]
+            current = [window for window in queried if window.until == expected.until]
             assert current, f"{reader} read no window ending at {expected.until}"
             assert all(window == expected for window in current), f"{reader} read {current}"
 
 
 @pytest.mark.parametrize("name", SPECS)
-def test_the_live_gates_read_the_spec_window_per_version(engine, monkeypatch, name: str) -> None:
+def test_the_live_gates_read_the_spec_window_per_version(engine, queried, name: str) -> None:
     stable = world(engine)
     spec = SPECS[name]
-    monkeypatch.setattr(evolution.window, "utcnow", lambda: NOW)
-    seen: list[TrajectoryWindow] = []
-    select = registry.windows._select
-
-    def spy(window: TrajectoryWindow, *columns):
-        seen.append(window)
-        return select(window, *columns)
-
-    monkeypatch.setattr(registry.windows, "_select", spy)
     expected = trajectory_window(spec, until=NOW)
     with transaction(engine) as session:
         canary_metrics(session, spec, stable, "candidate")
@@ -129,4 +107,4 @@ def test_the_live_gates_read_the_spec_window_per_version(engine, monkeypatch, na
             ("candidate", Traffic.SHADOW),
         ]
     }
-    assert set(seen) == served
+    assert set(queried) == served

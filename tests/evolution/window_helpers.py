@@ -33,6 +33,8 @@ from atdp import (
     VersionRefs,
     new_id,
 )
+from evolution.decision import Action, DecisionRecord
+from evolution.window import FailureCluster, FailureKind, WindowSpec
 from registry import (
     add_rewards,
     current_aliases,
@@ -276,3 +278,25 @@ def store(
             record_trajectory(session, item)
         insert_events(session, list(events))
         add_rewards(session, list(rewards))
+
+
+def failure_cluster(kind: FailureKind, key: str, **fields) -> FailureCluster:
+    """A cluster of one failing trajectory of tenant acme, `fields` aside."""
+    shape = dict(count=1, trajectories=1, share=0.1, tenants=["acme"], task_types=["unknown"])
+    shape |= dict(tool_setups=["none"], example_event_ids=[])
+    return FailureCluster(kind=kind, key=key, **(shape | fields))
+
+
+def decision_for(
+    window: WindowSpec, action: Action, target: FailureCluster | None = None
+) -> DecisionRecord:
+    """A decision to take `action` on `window`'s traffic, aimed at `target`."""
+    return DecisionRecord(
+        action=action,
+        reason="test",
+        target=target,
+        scores=[],
+        signals={},
+        window=window,
+        stable_version=None,
+    )
