@@ -1,0 +1,57 @@
+"""Every window statistic the policy read, flat, for the record."""
+
+from __future__ import annotations
+
+from evolution.decision.records import Signal
+from evolution.window import (
+    FailureCluster,
+    WindowStats,
+)
+
+__all__ = ["window_signals"]
+
+
+def window_signals(stats: WindowStats) -> dict[str, Signal]:
+    """Every window statistic the policy read, flat, so a person can check its arithmetic."""
+    return {
+        "trajectories": stats.trajectories,
+        "sessions": stats.sessions,
+        "tenants": len(stats.tenants),
+        "task_types": len(stats.task_types),
+        "tool_setups": len(stats.tool_setups),
+        "success_rate": stats.task_success.rate,
+        "success_low": stats.task_success.low,
+        "success_high": stats.task_success.high,
+        "reward_mean": stats.reward.mean,
+        "reward_low": stats.reward.low,
+        "reward_high": stats.reward.high,
+        "correction_rate": stats.correction_rate.rate,
+        "tool_error_rate": stats.tool_error_rate.rate,
+        "failure_clusters": len(stats.failures),
+        **_top_cluster_signals(stats.failures[0] if stats.failures else None),
+        "drift": stats.drift.divergence if stats.drift else None,
+        "drift_previous_trajectories": stats.drift.previous_trajectories if stats.drift else None,
+        "canary_delta": stats.canary.delta if stats.canary else None,
+        "canary_samples": stats.canary.canary.n if stats.canary else None,
+        "regression_delta": stats.regression.delta if stats.regression else None,
+        "regression_samples": stats.regression.current.n if stats.regression else None,
+        "regression_parent_samples": stats.regression.parent.n if stats.regression else None,
+        "regression_design": stats.regression.design.value if stats.regression else None,
+        "cost_usd": stats.cost_usd,
+        "cost_per_success": stats.cost_per_success,
+    }
+
+
+def _top_cluster_signals(cluster: FailureCluster | None) -> dict[str, Signal]:
+    if cluster is None:
+        keys = ("kind", "key", "share", "trajectories", "tenants", "task_types", "tool_setups")
+        return {f"top_cluster_{key}": None for key in keys}
+    return {
+        "top_cluster_kind": str(cluster.kind),
+        "top_cluster_key": cluster.key,
+        "top_cluster_share": cluster.share,
+        "top_cluster_trajectories": cluster.trajectories,
+        "top_cluster_tenants": len(cluster.tenants),
+        "top_cluster_task_types": len(cluster.task_types),
+        "top_cluster_tool_setups": len(cluster.tool_setups),
+    }
