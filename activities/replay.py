@@ -27,7 +27,6 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.models import ReplayGateRequest
-from atdp import ModelRef
 from evolution.gates import GateConfig, GateResult, Verdict, judge_replay
 from evolution.memory import MemoryIndex
 from evolution.replay import (
@@ -48,9 +47,7 @@ from evolution.replay import (
 from evolution.replay.cases import recorded_cases
 from evolution.safety import SafetyCase, default_safety_suite, run_safety_suite
 from evolution.settings import EvolutionSettings
-from proxy.engines import HTTP_ENGINES
-from proxy.engines.base import UpstreamEngine
-from proxy.engines.local import LocalEngine
+from proxy.engines.pool import EnginePool
 from proxy.governance import Redactor
 from proxy.overlays import apply_overlays, restore_response, served_tools
 from proxy.protocols.messages import chat_request as messages_to_chat
@@ -66,7 +63,7 @@ _Result = TypeVar("_Result")
 
 
 class ReplayGate:
-    """Runs the replay gate; owns one pooled HTTP engine per upstream base URL.
+    """Runs the replay gate; its versions' engines come from an `EnginePool`, as the gateway's do.
 
     Args:
         simulators: tool simulators this worker offers by name; a tenant's registration
@@ -84,32 +81,13 @@ class ReplayGate:
     ) -> None:
         self.engine, self.upstream_api_key, self.timeout = engine, upstream_api_key, timeout
         self.simulators = dict(simulators or {})
-        self.threads = threads  # torch threads for local models (1 on a small CPU machine)
-        self._upstreams: dict[tuple[str, str, str], UpstreamEngine] = {}
+        # A gate calls an upstream far less than a gateway does: fewer connections.
+        self.engines = EnginePool(upstream_api_key, max_connections=16, local={"threads": threads})
         self._simulator_client: httpx.AsyncClient | None = None
         self._redactor = Redactor()
 
-    def _upstream(self, model: ModelRef) -> UpstreamEngine:
-        """The engine a version's model runs on, one per upstream or local checkpoint."""
-        if model.engine == "local":
-            if not model.checkpoint:
-                raise ValueError(f"a local model names no checkpoint: {model}")
-            key = ("local", model.checkpoint, model.adapter or "")
-            if key not in self._upstreams:
-                self._upstreams[key] = LocalEngine(
-                    model.checkpoint, model.adapter, version=model.model, threads=self.threads
-                )
-            return self._upstreams[key]
-        key = (model.engine, model.base_url or "", "")
-        if key not in self._upstreams:
-            self._upstreams[key] = HTTP_ENGINES[model.engine](
-                model.base_url or "", self.upstream_api_key, connect_timeout=5.0, max_connections=16
-            )
-        return self._upstreams[key]
-
     async def aclose(self) -> None:
-        for upstream in self._upstreams.values():
-            await upstream.aclose()
+        await self.engines.aclose()
         if self._simulator_client is not None:
             await self._simulator_client.aclose()
 
@@ -217,7 +195,7 @@ class ReplayGate:
     def serve(self, version: AgentVersion, tenant: str | None) -> Serve:
         """Serve a request as the gateway would for `version` (and tenant's memory), marked
         as evaluation traffic by never passing through capture."""
-        upstream = self._upstream(version.spec.model)
+        upstream = self.engines.engine_for(version, version.spec.model.base_url)
         memory: list[MemoryIndex] = []
 
         async def serve(body: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 import uuid
 from collections import OrderedDict
@@ -40,9 +39,8 @@ from proxy.capture.events import (
 )
 from proxy.catalog import Catalog
 from proxy.config import GatewayConfig
-from proxy.engines import HTTP_ENGINES
 from proxy.engines.base import UpstreamEngine, UpstreamError, UpstreamTimeout
-from proxy.engines.local import LocalEngine
+from proxy.engines.pool import EnginePool
 from proxy.errors import GatewayError
 from proxy.governance import Redactor, governance_document
 from proxy.overlays import Overlaid, apply_overlays, restore_response
@@ -166,9 +164,7 @@ class Gateway:
         self.shadow_sessions = SessionBook()
         self.limiter = TokenBucket(config.rate_limit) if config.rate_limit else None
         self.recent_events: OrderedDict[str, tuple[str, uuid.UUID]] = OrderedDict()
-        self._engines: dict[tuple[str, str], UpstreamEngine] = {}
-        # In-process models by (checkpoint, adapter), least recently used first.
-        self._local: OrderedDict[tuple[str, str | None], LocalEngine] = OrderedDict()
+        self.engines = EnginePool.of(config)
         self._redactors: dict[tuple[str, ...], Redactor] = {}
         self._background: set[asyncio.Task] = set()
         self.shadow_failures = 0
@@ -232,8 +228,7 @@ class Gateway:
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
-        for engine in [*self._engines.values(), *self._local.values()]:
-            await engine.aclose()
+        await self.engines.aclose()
         asyncio.get_running_loop().remove_reader(self.writer.placements)
         await self.catalog.aclose()
         await asyncio.to_thread(self.writer.stop)
@@ -300,63 +295,6 @@ class Gateway:
             )
 
     # --- upstream -----------------------------------------------------------------------
-
-    def engine_for(self, version: AgentVersion, base_url: str | None) -> UpstreamEngine:
-        kind = version.spec.model.engine
-        if kind == "local":
-            return self.local_engine(version)
-        if kind not in HTTP_ENGINES:
-            raise GatewayError(
-                502,
-                f"Engine '{kind}' of {version.id} is not available in this gateway.",
-                code="engine_unavailable",
-            )
-        if not base_url:
-            raise GatewayError(
-                502, f"{version.id} names no upstream base_url.", code="engine_unavailable"
-            )
-        engine = self._engines.get((kind, base_url))
-        if engine is None:
-            engine = self._engines[(kind, base_url)] = HTTP_ENGINES[kind](
-                base_url,
-                self.config.upstream_api_key,
-                connect_timeout=self.config.upstream_connect_timeout,
-                max_connections=256,
-            )
-        return engine
-
-    def local_engine(self, version: AgentVersion) -> LocalEngine:
-        """The in-process engine of a version's checkpoint (and adapter), one per pair.
-
-        The engine loads its weights in a thread on first use, so this never blocks. Past
-        `local_max_models` the least recently used engine is closed, which frees its weights
-        once its requests in flight have finished.
-        """
-        ref = version.spec.model
-        if not ref.checkpoint:
-            raise GatewayError(
-                502,
-                f"{version.id} uses the local engine but names no checkpoint directory.",
-                code="engine_unavailable",
-            )
-        key = (_local_path(ref.checkpoint), _local_path(ref.adapter) if ref.adapter else None)
-        engine = self._local.get(key)
-        if engine is not None:
-            self._local.move_to_end(key)
-            return engine
-        engine = self._local[key] = LocalEngine(
-            *key,
-            version=ref.model,
-            device=self.config.local_device,
-            dtype=self.config.local_dtype,
-            max_concurrency=self.config.local_max_concurrency,
-            max_tokens=self.config.local_max_tokens,
-            threads=self.config.local_threads,
-        )
-        while len(self._local) > self.config.local_max_models:
-            _, evicted = self._local.popitem(last=False)
-            self.spawn(evicted.aclose())
-        return engine
 
     async def complete(
         self, engine: UpstreamEngine, overlaid: Overlaid, sent: asyncio.Event | None = None
@@ -481,7 +419,7 @@ class Gateway:
     ) -> tuple[float, asyncio.Future, asyncio.Event]:
         """Start the upstream call: when it started, the call, and an event set once the
         request is on the wire (or failed to leave)."""
-        engine = self.engine_for(route.version, route.base_url)
+        engine = self.engines.engine_for(route.version, route.base_url)
         sent = asyncio.Event()
         upstream = asyncio.ensure_future(self.complete(engine, overlaid, sent))
         upstream.add_done_callback(lambda _: sent.set())
@@ -652,7 +590,7 @@ class Gateway:
         try:
             memory = await self.catalog.memory_index(version, tenant)
             overlaid = apply_overlays(body, version.spec, memory)
-            engine = self.engine_for(version, version.spec.model.base_url)
+            engine = self.engines.engine_for(version, version.spec.model.base_url)
             started = time.perf_counter()
             response = await self.complete(engine, overlaid)
             latency_ms = (time.perf_counter() - started) * 1000
@@ -691,15 +629,6 @@ def upstream_failure(error: UpstreamError | UpstreamTimeout) -> GatewayError:
             headers=headers,
         )
     return GatewayError(502, f"The upstream model failed: {error}", code="upstream_error")
-
-
-def _local_path(path: str) -> str:
-    """A checkpoint or adapter directory as one key, however the version spells it.
-
-    Symlinks are kept, not resolved: an engine keeps the weights it loaded even if a link
-    like `latest` moves (a version is immutable), and a request costs no filesystem call.
-    """
-    return os.path.abspath(os.path.expanduser(path))
 
 
 def new_session_id() -> str:

@@ -114,7 +114,7 @@ async def count_tokens(request: Request) -> Response:
     route, overlaid = await gateway.prepare(
         admitted.tenant, agent, admitted.session, chat, pin=admitted.pin, harness=admitted.harness
     )
-    engine = gateway.engine_for(route.version, route.base_url)
+    engine = gateway.engines.engine_for(route.version, route.base_url)
     one_token = replace(overlaid, body={**overlaid.body, "max_tokens": 1, "stream": False})
     completion = await gateway.complete(engine, one_token)
     counted = (completion.get("usage") or {}).get("prompt_tokens")

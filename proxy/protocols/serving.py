@@ -260,7 +260,7 @@ def _open_stream(
     gateway: Gateway, route: routing.Route, overlaid: Overlaid
 ) -> tuple[float, AsyncGenerator[dict], asyncio.Future]:
     """Start an upstream stream: when it started, its chunks, and its first chunk to come."""
-    engine = gateway.engine_for(route.version, route.base_url)
+    engine = gateway.engines.engine_for(route.version, route.base_url)
     chunks = engine.stream(
         overlaid.body, model=overlaid.model, timeout=gateway.config.upstream_timeout
     )

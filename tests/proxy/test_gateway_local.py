@@ -194,7 +194,7 @@ def test_canary_and_stable_weights_each_serve_their_sessions(local_world) -> Non
         assert served[session] == ("support-bot@v1", STABLE, "support-bot@v1", STABLE)
     for session in sessions_of("canary", 2):
         assert served[session] == (canary, CANARY, canary, CANARY)
-    engines = list(server.gateway._local.values())
+    engines = list(server.gateway.engines.local_engines())
     assert sorted(e.version for e in engines) == sorted([STABLE, CANARY])
 
 
@@ -224,15 +224,15 @@ async def test_local_engines_are_cached_per_weights_and_evicted_when_idle(
     gateway = Gateway(config)
     await gateway.start()
     try:
-        first = gateway.engine_for(stable, None)
-        assert gateway.engine_for(stable, None) is first
-        assert gateway.engine_for(same_weights, None) is first
+        first = gateway.engines.engine_for(stable, None)
+        assert gateway.engines.engine_for(stable, None) is first
+        assert gateway.engines.engine_for(same_weights, None) is first
         gate = Gate(await first.load())
         body = {"messages": ORDER_QUESTION, "temperature": 0, "max_tokens": 2}
         running = asyncio.ensure_future(first.complete(body, model=None, timeout=60))
         await gate.wait_inside(1)
 
-        second = gateway.engine_for(canary, None)  # over the limit: `first` is evicted...
+        second = gateway.engines.engine_for(canary, None)  # over the limit: `first` is evicted...
         assert second is not first and second.version == CANARY
         await asyncio.sleep(0.1)
         assert first.loaded is not None  # ...but keeps its weights for its request
@@ -241,7 +241,7 @@ async def test_local_engines_are_cached_per_weights_and_evicted_when_idle(
         async with asyncio.timeout(10):
             while first.loaded is not None:  # then frees them
                 await asyncio.sleep(0.01)
-        assert gateway.engine_for(stable, None) is not first
+        assert gateway.engines.engine_for(stable, None) is not first
     finally:
         await gateway.close()
 
