@@ -35,8 +35,8 @@ async def agent_version(
 ) -> JSONResponse:
     """The version that serves `session` (the stable version without one), tenant-checked."""
     gateway: Gateway = request.app.state.gateway
-    identity = await gateway.authenticate(request.headers.get("authorization"))
-    await gateway.authorize(identity, agent)
+    identity = await gateway.access.authenticate(request.headers.get("authorization"))
+    await gateway.access.authorize(identity, agent)
     version, alias = await _in_force(gateway, identity.tenant, agent, session)
     memory = await gateway.catalog.memory_index(version, identity.tenant)
     ids = [uuid.UUID(item) for item in version.spec.memory.item_ids]

@@ -154,7 +154,7 @@ async def chat_completions(request: Request):
     gateway = _gateway(request)
     headers = header_dict(request)
     body = await read_json(request, gateway.config.max_body_bytes)
-    identity = await gateway.authenticate(headers.get("authorization"))
+    identity = await gateway.access.authenticate(headers.get("authorization"))
     parsed = validated_chat(body)
     agent = headers.get("x-evoplane-agent") or parsed.model
     admitted = await admit(gateway, identity, headers, agent, _session_id(headers, parsed))
@@ -172,7 +172,7 @@ async def list_models(request: Request) -> dict:
     gateway = _gateway(request)
     key = request.headers.get("x-api-key")
     authorization = f"Bearer {key}" if key else request.headers.get("authorization")
-    identity = await gateway.authenticate(authorization)
+    identity = await gateway.access.authenticate(authorization)
     agents = [a for a in await gateway.catalog.agents_of(identity.tenant) if identity.may_use(a)]
     if request.headers.get("anthropic-version"):
         return messages_api.anthropic_models(agents)
@@ -187,7 +187,7 @@ async def list_models(request: Request) -> dict:
 async def feedback(request: Request) -> JSONResponse:
     gateway = _gateway(request)
     body = await read_json(request, gateway.config.max_body_bytes)
-    identity = await gateway.authenticate(request.headers.get("authorization"))
+    identity = await gateway.access.authenticate(request.headers.get("authorization"))
     report = _parse(FeedbackReport, body)
     rewards = await record_feedback(gateway, identity.tenant, report)
     return JSONResponse(
@@ -198,7 +198,7 @@ async def feedback(request: Request) -> JSONResponse:
 async def agent_events(request: Request) -> JSONResponse:
     gateway = _gateway(request)
     body = await read_json(request, gateway.config.max_body_bytes)
-    identity = await gateway.authenticate(request.headers.get("authorization"))
+    identity = await gateway.access.authenticate(request.headers.get("authorization"))
     report = _parse(EventReport, body)
     event = await record_event(gateway, identity.tenant, report)
     return JSONResponse(
@@ -218,7 +218,7 @@ def _parse(model, body: Any):
 async def read_trajectory(request: Request, trajectory_id: uuid.UUID) -> dict:
     """A trajectory of the caller's tenant, its events and effective reward (404 otherwise)."""
     gateway = _gateway(request)
-    identity = await gateway.authenticate(request.headers.get("authorization"))
+    identity = await gateway.access.authenticate(request.headers.get("authorization"))
     await asyncio.to_thread(gateway.writer.flush, 5.0)
 
     def read(session):
@@ -243,8 +243,8 @@ async def read_trajectory(request: Request, trajectory_id: uuid.UUID) -> dict:
 async def export(request: Request, agent: str) -> StreamingResponse:
     """The caller's own training-eligible trajectories of `agent`, as JSON lines."""
     gateway = _gateway(request)
-    identity = await gateway.authenticate(request.headers.get("authorization"))
-    await gateway.authorize(identity, agent)
+    identity = await gateway.access.authenticate(request.headers.get("authorization"))
+    await gateway.access.authorize(identity, agent)
     await asyncio.to_thread(gateway.writer.flush, 5.0)
     records = await gateway.catalog.run(lambda s: list(export_records(s, identity.tenant, agent)))
     lines = (json.dumps(record, ensure_ascii=False) + "\n" for record in records)

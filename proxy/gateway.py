@@ -25,6 +25,7 @@ from atdp import (
     new_id,
     utcnow,
 )
+from proxy.auth import AccessControl
 from proxy.capture import CaptureRecord, CaptureWriter, Spool
 from proxy.capture.events import (
     EventDocument,
@@ -44,6 +45,7 @@ from proxy.engines.pool import EnginePool
 from proxy.errors import GatewayError
 from proxy.governance import Redactor, governance_document
 from proxy.overlays import Overlaid, apply_overlays, restore_response
+from proxy.rate_limit import RateLimit
 from proxy.router import Route, Router
 from proxy.signals import abandonment_reward, implicit_rewards
 from proxy.telemetry import CallTelemetry
@@ -58,7 +60,6 @@ from registry import (
     TrajectoryEnd,
     check_schema,
     create_db_engine,
-    get_agent,
     seal_event,
 )
 
@@ -124,25 +125,6 @@ class Served:
     version_id: str
 
 
-class TokenBucket:
-    """Per-tenant request rate limit: `rate` per second, bursts of two seconds' worth."""
-
-    def __init__(self, rate: float) -> None:
-        self.rate, self.capacity = rate, max(1.0, 2 * rate)
-        self._buckets: dict[str, tuple[float, float]] = {}
-
-    def take(self, tenant: str) -> float | None:
-        """None if allowed; else seconds until a request would be."""
-        now = time.monotonic()
-        tokens, last = self._buckets.get(tenant, (self.capacity, now))
-        tokens = min(self.capacity, tokens + (now - last) * self.rate)
-        if tokens < 1.0:
-            self._buckets[tenant] = (tokens, now)
-            return (1.0 - tokens) / self.rate
-        self._buckets[tenant] = (tokens - 1.0, now)
-        return None
-
-
 class Gateway:
     """Long-lived state of one gateway process."""
 
@@ -162,7 +144,8 @@ class Gateway:
         )
         self.sessions = SessionBook()
         self.shadow_sessions = SessionBook()
-        self.limiter = TokenBucket(config.rate_limit) if config.rate_limit else None
+        self.access = AccessControl(self.catalog)
+        self.rate_limit = RateLimit(config.rate_limit)
         self.recent_events: OrderedDict[str, tuple[str, uuid.UUID]] = OrderedDict()
         self.engines = EnginePool.of(config)
         self._redactors: dict[tuple[str, ...], Redactor] = {}
@@ -234,65 +217,6 @@ class Gateway:
         await asyncio.to_thread(self.writer.stop)
         await asyncio.to_thread(self.telemetry.shutdown)
         self.db.dispose()
-
-    # --- identity -----------------------------------------------------------------------
-
-    async def authenticate(self, authorization: str | None) -> ApiKeyIdentity:
-        scheme, _, key = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not key.strip():
-            raise GatewayError(
-                401,
-                "Missing API key: send `Authorization: Bearer <key>` (create one with "
-                "`evoplane key create --tenant NAME`).",
-                code="missing_api_key",
-            )
-        identity = await self.catalog.identity(key.strip())
-        if identity is None:
-            raise GatewayError(401, "Invalid or revoked API key.", code="invalid_api_key")
-        return identity
-
-    async def authorize(self, identity: ApiKeyIdentity, agent: str) -> None:
-        """404 for an agent that does not exist; 403 for one this key or tenant may not use."""
-        granted = await self.catalog.agents_of(identity.tenant)
-        if agent not in granted:
-            # A refusal is checked against the registry itself: a cached grant list is served
-            # while it refreshes, and an agent granted since must not be refused meanwhile.
-            granted = await self.catalog.agents_of(identity.tenant, fresh=True)
-        if agent not in granted:
-            try:
-                await self.catalog.run(get_agent, agent)
-            except NotFoundError:
-                raise GatewayError(
-                    404,
-                    f"The agent '{agent}' does not exist.",
-                    param="model",
-                    code="model_not_found",
-                ) from None
-            raise GatewayError(
-                403,
-                f"Tenant '{identity.tenant}' may not use agent '{agent}'.",
-                param="model",
-                code="agent_not_allowed",
-            )
-        if not identity.may_use(agent):
-            raise GatewayError(
-                403,
-                f"This API key is limited to other agents than '{agent}'.",
-                param="model",
-                code="agent_not_allowed",
-            )
-
-    def check_rate(self, tenant: str) -> None:
-        if self.limiter is None:
-            return
-        wait = self.limiter.take(tenant)
-        if wait is not None:
-            raise GatewayError(
-                429,
-                f"Rate limit for tenant '{tenant}' reached; retry in {wait:.2f} s.",
-                code="rate_limit_exceeded",
-                headers={"Retry-After": str(max(1, round(wait)))},
-            )
 
     # --- upstream -----------------------------------------------------------------------
 

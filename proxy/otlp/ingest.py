@@ -221,7 +221,7 @@ class TraceIngest:
                 400, f"No agent: {_AGENT_SOURCES}.", param="X-Evoplane-Agent", code="no_agent"
             )
         try:
-            await self.gateway.authorize(identity, agent)
+            await self.gateway.access.authorize(identity, agent)
         except GatewayError as error:
             raise GatewayError(
                 error.status,

@@ -34,8 +34,8 @@ async def export_traces(request: Request) -> Response:
     gateway = request.app.state.gateway
     limit = gateway.config.max_body_bytes
     body = await _read_body(request, limit)
-    identity = await gateway.authenticate(request.headers.get("authorization"))
-    gateway.check_rate(identity.tenant)
+    identity = await gateway.access.authenticate(request.headers.get("authorization"))
+    gateway.rate_limit.check(identity.tenant)
     try:
         opt_out = parse_training_header(request.headers.get("x-evoplane-training"))
         encoding = encoding_of(request.headers.get("content-type"))

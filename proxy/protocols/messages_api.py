@@ -61,7 +61,9 @@ def _anthropic_errors(handler: Callable[..., Awaitable[Response]]):
 
 async def _identify(gateway: Gateway, headers: dict[str, str]) -> ApiKeyIdentity:
     key = headers.get("x-api-key")
-    return await gateway.authenticate(f"Bearer {key}" if key else headers.get("authorization"))
+    return await gateway.access.authenticate(
+        f"Bearer {key}" if key else headers.get("authorization")
+    )
 
 
 async def _request(request: Request) -> tuple[Gateway, dict[str, str], ApiKeyIdentity, dict]:

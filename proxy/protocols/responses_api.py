@@ -45,7 +45,7 @@ async def create_response(request: Request):
     gateway, store = _gateway(request), _store(request)
     headers = header_dict(request)
     body = await read_json(request, gateway.config.max_body_bytes)
-    identity = await gateway.authenticate(headers.get("authorization"))
+    identity = await gateway.access.authenticate(headers.get("authorization"))
     if not isinstance(body, dict):
         raise GatewayError(400, "The body must be a JSON object.", code="invalid_request")
     if not isinstance(body.get("model"), str) or not body["model"]:
@@ -122,7 +122,7 @@ def _with_ids(value: Any) -> list[dict[str, Any]]:
 async def _owned(request: Request, response_id: str) -> dict[str, Any]:
     """The document of a response of the caller's tenant (404 otherwise)."""
     gateway = _gateway(request)
-    identity = await gateway.authenticate(request.headers.get("authorization"))
+    identity = await gateway.access.authenticate(request.headers.get("authorization"))
     turn = await _store(request).turn(identity.tenant, response_id, param="response_id")
     return turn.document
 
@@ -133,7 +133,7 @@ async def get_response(request: Request, response_id: str) -> JSONResponse:
 
 async def delete_response(request: Request, response_id: str) -> JSONResponse:
     gateway = _gateway(request)
-    identity = await gateway.authenticate(request.headers.get("authorization"))
+    identity = await gateway.access.authenticate(request.headers.get("authorization"))
     await _store(request).delete(identity.tenant, response_id)
     return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
 

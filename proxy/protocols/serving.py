@@ -125,8 +125,8 @@ async def admit(
 ) -> Admitted:
     """Check that the key may use `agent` now (404/403/429 otherwise) and read the
     request's training and evaluation headers; no session given starts a new one."""
-    await gateway.authorize(identity, agent)
-    gateway.check_rate(identity.tenant)
+    await gateway.access.authorize(identity, agent)
+    gateway.rate_limit.check(identity.tenant)
     try:
         opt_out = parse_training_header(headers.get("x-evoplane-training"))
     except ValueError as error:
