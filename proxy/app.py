@@ -29,7 +29,6 @@ from proxy.protocols.serving import (
     header_dict,
     read_json,
     response_headers,
-    serve,
     stream,
     validated_chat,
 )
@@ -160,7 +159,7 @@ async def chat_completions(request: Request):
     admitted = await admit(gateway, identity, headers, agent, _session_id(headers, parsed))
     if parsed.stream:
         return await stream(gateway, admitted, body, ChatEncoder())
-    response, served = await serve(gateway, admitted, body)
+    response, served = await gateway.serve(admitted, body)
     return Response(
         jsonio.dumps(response), media_type="application/json", headers=response_headers(served)
     )

@@ -12,7 +12,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from atdp import (
@@ -25,6 +25,7 @@ from atdp import (
     new_id,
     utcnow,
 )
+from proxy.admission import Admitted
 from proxy.auth import AccessControl
 from proxy.capture import CaptureRecord, CaptureWriter, Spool
 from proxy.capture.events import (
@@ -51,7 +52,6 @@ from proxy.signals import abandonment_reward, implicit_rewards
 from proxy.telemetry import CallTelemetry
 from registry import (
     AgentVersion,
-    ApiKeyIdentity,
     ChangeListener,
     NotFoundError,
     SealedEvent,
@@ -232,26 +232,18 @@ class Gateway:
 
     # --- the pipeline -------------------------------------------------------------------
 
-    async def prepare(
-        self,
-        tenant: str,
-        agent: str,
-        session: str,
-        body: dict,
-        *,
-        pin: str | None = None,
-        harness: bool = True,
-    ) -> tuple[Route, Overlaid]:
+    async def prepare(self, admitted: Admitted, body: dict) -> tuple[Route, Overlaid]:
         """The route (or the pinned version) and the request with its overlays applied
-        (all but the harness when `harness` is False: an optimiser brings its own)."""
+        (all but the harness when the call leaves it out: an optimiser brings its own)."""
+        tenant = admitted.identity.tenant
         route = (
-            await self.pinned(agent, pin)
-            if pin is not None
-            else await self.router.route(tenant, agent, session)
+            await self.pinned(admitted.agent, admitted.pin)
+            if admitted.pin is not None
+            else await self.router.route(tenant, admitted.agent, admitted.session)
         )
         memory = await self.catalog.memory_index(route.version, tenant)
         spec = route.version.spec
-        if not harness:
+        if not admitted.harness:
             spec = spec.model_copy(update={"harness": Harness()})
         return route, apply_overlays(body, spec, memory)
 
@@ -272,15 +264,9 @@ class Gateway:
 
     async def serve(
         self,
-        identity: ApiKeyIdentity,
-        agent: str,
-        session: str,
+        admitted: Admitted,
         body: dict,
         *,
-        training_opt_out: bool,
-        traffic: Traffic = Traffic.USER,
-        pin: str | None = None,
-        harness: bool = True,
         protocol: tuple[str, dict[str, Any]] | None = None,
         also: Callable[[dict[str, Any], Served], list[CaptureRecord]] | None = None,
     ) -> tuple[dict[str, Any], Served]:
@@ -293,9 +279,7 @@ class Gateway:
         (see `proxy.protocols`). `also`: more records to write with the call's, given the
         answer as the agent sees it (a stored Responses API response): one spool write.
         """
-        route, overlaid = await self.prepare(
-            identity.tenant, agent, session, body, pin=pin, harness=harness
-        )
+        route, overlaid = await self.prepare(admitted, body)
         started, upstream, sent = self._send(route, overlaid)
         try:
             # The work below runs once the request is on the wire (or failed to leave).
@@ -303,22 +287,10 @@ class Gateway:
             if await self.router.settle(route) is not route:
                 # A new session was placed before, otherwise than proposed: drop that call.
                 drop(upstream)
-                route, overlaid = await self.prepare(
-                    identity.tenant, agent, session, body, pin=pin, harness=harness
-                )
+                route, overlaid = await self.prepare(admitted, body)
                 started, upstream, sent = self._send(route, overlaid)
                 await sent.wait()
-            capture = await self.begin_capture(
-                identity.tenant,
-                agent,
-                session,
-                body,
-                overlaid,
-                route.version,
-                training_opt_out=training_opt_out,
-                traffic=traffic,
-                protocol=protocol,
-            )
+            capture = await self.begin_capture(admitted, body, overlaid, route.version, protocol)
         except BaseException:
             drop(upstream)
             raise
@@ -332,10 +304,8 @@ class Gateway:
         more = (lambda served: also(restored, served)) if also is not None else None
         latency_ms = (time.perf_counter() - started) * 1000
         served = self.finish_capture(capture, response, latency_ms, also=more)
-        if route.shadow is not None and traffic is Traffic.USER:
-            self.spawn(
-                self.shadow(identity.tenant, agent, session, body, route.shadow, training_opt_out)
-            )
+        if route.shadow is not None and admitted.traffic is Traffic.USER:
+            self.spawn(self.shadow(admitted, body, route.shadow))
         return restored, served
 
     def _send(
@@ -362,18 +332,15 @@ class Gateway:
 
     async def begin_capture(
         self,
-        tenant: str,
-        agent: str,
-        session: str,
+        admitted: Admitted,
         request: dict,
         overlaid: Overlaid,
         version: AgentVersion,
-        *,
-        training_opt_out: bool,
-        traffic: Traffic = Traffic.USER,
         protocol: tuple[str, dict[str, Any]] | None = None,
     ) -> Capture:
         """Phase one: the request's events, governed and redacted."""
+        tenant, agent, session = admitted.identity.tenant, admitted.agent, admitted.session
+        traffic = admitted.traffic
         book = self.sessions if traffic is Traffic.USER else self.shadow_sessions
         state = book.get(tenant, agent, session)
         if state is None or state.trajectory.versions.agent_version_id != version.id:
@@ -381,7 +348,7 @@ class Gateway:
             state = book.start(trajectory)
         policy = await self.catalog.policy(tenant)
         # Only real users' data may train: shadow and evaluation traffic never does.
-        opt_out = training_opt_out or traffic is not Traffic.USER
+        opt_out = admitted.training_opt_out or traffic is not Traffic.USER
         governance = governance_document(policy, training_opt_out=opt_out, now=utcnow())
         exchange = Exchange(
             tenant=tenant,
@@ -459,31 +426,16 @@ class Gateway:
 
     async def capture(
         self,
-        tenant: str,
-        agent: str,
-        session: str,
+        admitted: Admitted,
         request: dict,
         overlaid: Overlaid,
         version: AgentVersion,
         response: dict,
         latency_ms: float,
-        *,
-        training_opt_out: bool,
-        traffic: Traffic = Traffic.USER,
         protocol: tuple[str, dict[str, Any]] | None = None,
     ) -> Served:
         """Both phases at once, for answers that are complete already (streams, shadows)."""
-        capture = await self.begin_capture(
-            tenant,
-            agent,
-            session,
-            request,
-            overlaid,
-            version,
-            training_opt_out=training_opt_out,
-            traffic=traffic,
-            protocol=protocol,
-        )
+        capture = await self.begin_capture(admitted, request, overlaid, version, protocol)
         return self.finish_capture(capture, response, latency_ms)
 
     def remember(self, tenant: str, trajectory_id: uuid.UUID, event_ids: list[str]) -> None:
@@ -501,35 +453,17 @@ class Gateway:
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def shadow(
-        self,
-        tenant: str,
-        agent: str,
-        session: str,
-        body: dict,
-        version: AgentVersion,
-        training_opt_out: bool,
-    ) -> None:
+    async def shadow(self, admitted: Admitted, body: dict, version: AgentVersion) -> None:
         """Serve a copy to the shadow version and record it; never affects the primary."""
         try:
-            memory = await self.catalog.memory_index(version, tenant)
+            memory = await self.catalog.memory_index(version, admitted.identity.tenant)
             overlaid = apply_overlays(body, version.spec, memory)
             engine = self.engines.engine_for(version, version.spec.model.base_url)
             started = time.perf_counter()
             response = await self.complete(engine, overlaid)
             latency_ms = (time.perf_counter() - started) * 1000
-            await self.capture(
-                tenant,
-                agent,
-                session,
-                body,
-                overlaid,
-                version,
-                response,
-                latency_ms,
-                training_opt_out=training_opt_out,
-                traffic=Traffic.SHADOW,
-            )
+            shadowed = replace(admitted, traffic=Traffic.SHADOW)
+            await self.capture(shadowed, body, overlaid, version, response, latency_ms)
         except asyncio.CancelledError:
             raise
         except Exception as error:  # noqa: BLE001 - a shadow failure is logged, never raised

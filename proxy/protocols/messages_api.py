@@ -28,7 +28,6 @@ from proxy.protocols.serving import (
     header_dict,
     read_json,
     response_headers,
-    serve,
     stream,
     validated_chat,
 )
@@ -96,7 +95,7 @@ async def create_message(request: Request) -> Response:
     if streaming:
         encoder = EventStreamEncoder(messages.MessagesStream(context))
         return await stream(gateway, admitted, chat, encoder, (PROTOCOL, body))
-    completion, served = await serve(gateway, admitted, chat, (PROTOCOL, body))
+    completion, served = await gateway.serve(admitted, chat, protocol=(PROTOCOL, body))
     answer = messages.message_object(completion, context)
     return Response(
         jsonio.dumps(answer), media_type="application/json", headers=response_headers(served)
@@ -113,9 +112,7 @@ async def count_tokens(request: Request) -> Response:
     validated_chat(chat)
     agent = headers.get("x-evoplane-agent") or body["model"]
     admitted = await admit(gateway, identity, headers, agent, headers.get("x-session-id"))
-    route, overlaid = await gateway.prepare(
-        admitted.tenant, agent, admitted.session, chat, pin=admitted.pin, harness=admitted.harness
-    )
+    route, overlaid = await gateway.prepare(admitted, chat)
     engine = gateway.engines.engine_for(route.version, route.base_url)
     one_token = replace(overlaid, body={**overlaid.body, "max_tokens": 1, "stream": False})
     completion = await gateway.complete(engine, one_token)

@@ -22,7 +22,6 @@ from proxy.protocols.serving import (
     header_dict,
     read_json,
     response_headers,
-    serve,
     stream,
     validated_chat,
 )
@@ -95,7 +94,7 @@ async def create_response(request: Request):
         kept = document(made[0])
         return [store.record(policy, identity.tenant, agent, served, previous_id, kept)]
 
-    _, served = await serve(gateway, admitted, chat, (PROTOCOL, body), also=stored)
+    _, served = await gateway.serve(admitted, chat, protocol=(PROTOCOL, body), also=stored)
     (response,) = made
     return Response(
         jsonio.dumps(response), media_type="application/json", headers=response_headers(served)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from fastapi import Request
@@ -23,7 +22,7 @@ from pydantic import ValidationError
 from atdp import Traffic
 from proxy import jsonio
 from proxy import router as routing
-from proxy.capture import CaptureRecord
+from proxy.admission import Admitted
 from proxy.engines.base import UpstreamError, UpstreamTimeout
 from proxy.errors import GatewayError
 from proxy.gateway import Gateway, Served, drop, new_session_id, upstream_failure
@@ -34,7 +33,6 @@ from proxy.streaming import StreamRestorer, assemble_chunks
 from registry import ApiKeyIdentity
 
 __all__ = [
-    "Admitted",
     "EventStreamEncoder",
     "StreamEncoder",
     "StreamTranslator",
@@ -99,23 +97,6 @@ def response_headers(served: Served) -> dict[str, str]:
     }
 
 
-@dataclass(frozen=True)
-class Admitted:
-    """A request the gateway will serve: who, which agent and session, and how."""
-
-    identity: ApiKeyIdentity
-    agent: str
-    session: str
-    training_opt_out: bool
-    traffic: Traffic
-    pin: str | None
-    harness: bool
-
-    @property
-    def tenant(self) -> str:
-        return self.identity.tenant
-
-
 async def admit(
     gateway: Gateway,
     identity: ApiKeyIdentity,
@@ -176,28 +157,6 @@ def _evaluation(headers: dict[str, str]) -> tuple[Traffic, str | None, bool]:
                 code="invalid_header",
             )
     return traffic, pin or None, harness == "on"
-
-
-async def serve(
-    gateway: Gateway,
-    admitted: Admitted,
-    body: dict[str, Any],
-    protocol: tuple[str, dict[str, Any]] | None = None,
-    also: Callable[[dict[str, Any], Served], list[CaptureRecord]] | None = None,
-) -> tuple[dict[str, Any], Served]:
-    """A whole answer to the chat-completions `body`, captured (see `Gateway.serve`)."""
-    return await gateway.serve(
-        admitted.identity,
-        admitted.agent,
-        admitted.session,
-        body,
-        training_opt_out=admitted.training_opt_out,
-        traffic=admitted.traffic,
-        pin=admitted.pin,
-        harness=admitted.harness,
-        protocol=protocol,
-        also=also,
-    )
 
 
 class StreamEncoder(Protocol):
@@ -284,16 +243,13 @@ async def stream(
     """A streamed answer to the chat-completions `body`, in `encoder`'s events, captured
     whole once it ends (or breaks off)."""
     tenant, agent, session = admitted.tenant, admitted.agent, admitted.session
-    pin, harness = admitted.pin, admitted.harness
-    route, overlaid = await gateway.prepare(tenant, agent, session, body, pin=pin, harness=harness)
+    route, overlaid = await gateway.prepare(admitted, body)
     started, chunks, opening = _open_stream(gateway, route, overlaid)
     try:
         if await gateway.router.settle(route) is not route:
             # A new session was placed before, otherwise than proposed: drop that stream.
             await _abandon(opening, chunks)
-            route, overlaid = await gateway.prepare(
-                tenant, agent, session, body, pin=pin, harness=harness
-            )
+            route, overlaid = await gateway.prepare(admitted, body)
             started, chunks, opening = _open_stream(gateway, route, overlaid)
     except BaseException:
         drop(opening)
@@ -344,24 +300,10 @@ async def stream(
                     choice["finish_reason"] = choice["finish_reason"] or "error"
             latency_ms = (time.perf_counter() - started) * 1000
             served = await gateway.capture(
-                tenant,
-                agent,
-                session,
-                body,
-                overlaid,
-                route.version,
-                response,
-                latency_ms,
-                training_opt_out=admitted.training_opt_out,
-                traffic=traffic,
-                protocol=protocol,
+                admitted, body, overlaid, route.version, response, latency_ms, protocol
             )
             if route.shadow is not None and traffic is Traffic.USER:
-                gateway.spawn(
-                    gateway.shadow(
-                        tenant, agent, session, body, route.shadow, admitted.training_opt_out
-                    )
-                )
+                gateway.spawn(gateway.shadow(admitted, body, route.shadow))
         if failure is None:
             for line in await encoder.end(served, assemble_chunks(shown)):
                 yield line

@@ -1,0 +1,31 @@
+"""A request the gateway has admitted, as the pipeline serves it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from atdp import Traffic
+from registry import ApiKeyIdentity
+
+__all__ = ["Admitted"]
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """Who calls, which agent and session, and how the call is served.
+
+    Evaluation traffic (replays, optimisers) may `pin` a version and leave out its
+    `harness`; it is never shadowed and never training data.
+    """
+
+    identity: ApiKeyIdentity
+    agent: str
+    session: str
+    training_opt_out: bool
+    traffic: Traffic = Traffic.USER
+    pin: str | None = None
+    harness: bool = True
+
+    @property
+    def tenant(self) -> str:
+        return self.identity.tenant
