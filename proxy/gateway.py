@@ -11,7 +11,7 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -49,6 +49,7 @@ from proxy.overlays import Overlaid, apply_overlays, restore_response
 from proxy.rate_limit import RateLimit
 from proxy.router import Route, Router
 from proxy.signals import abandonment_reward, implicit_rewards
+from proxy.streaming import ChatStream
 from proxy.telemetry import CallTelemetry
 from registry import (
     AgentVersion,
@@ -308,6 +309,68 @@ class Gateway:
             self.spawn(self.shadow(admitted, body, route.shadow))
         return restored, served
 
+    async def stream(
+        self,
+        admitted: Admitted,
+        body: dict,
+        *,
+        protocol: tuple[str, dict[str, Any]] | None = None,
+    ) -> ChatStream:
+        """A streamed completion, opened: its first chunk is read, so an upstream failure
+        before it fails the call, and one after it ends the stream. `finish_stream`
+        captures it once it has ended."""
+        route, overlaid = await self.prepare(admitted, body)
+        started, chunks, opening = self._open_stream(route, overlaid)
+        try:
+            if await self.router.settle(route) is not route:
+                # A new session was placed before, otherwise than proposed: drop that stream.
+                await _abandon(opening, chunks)
+                route, overlaid = await self.prepare(admitted, body)
+                started, chunks, opening = self._open_stream(route, overlaid)
+        except BaseException:
+            drop(opening)
+            raise
+        try:
+            first = await opening
+        except StopAsyncIteration:
+            first = None
+        except (UpstreamTimeout, UpstreamError) as error:
+            raise upstream_failure(error) from None
+        book = self.sessions if admitted.traffic is Traffic.USER else self.shadow_sessions
+        state = book.get(admitted.identity.tenant, admitted.agent, admitted.session)
+        trajectory_id = state.trajectory.id if state is not None else None
+        return ChatStream(
+            admitted, body, protocol, route, overlaid, started, chunks, first, trajectory_id
+        )
+
+    async def finish_stream(self, streamed: ChatStream, failed: bool) -> Served:
+        """Capture a stream that has ended (or broke off: `failed`), and shadow it."""
+        admitted, route = streamed.admitted, streamed.route
+        response = streamed.response(failed)
+        latency_ms = (time.perf_counter() - streamed.started) * 1000
+        served = await self.capture(
+            admitted,
+            streamed.body,
+            streamed.overlaid,
+            route.version,
+            response,
+            latency_ms,
+            streamed.protocol,
+        )
+        if route.shadow is not None and admitted.traffic is Traffic.USER:
+            self.spawn(self.shadow(admitted, streamed.body, route.shadow))
+        return served
+
+    def _open_stream(
+        self, route: Route, overlaid: Overlaid
+    ) -> tuple[float, AsyncGenerator[dict], asyncio.Future]:
+        """Start an upstream stream: when it started, its chunks, and its first chunk to come."""
+        engine = self.engines.engine_for(route.version, route.base_url)
+        chunks = engine.stream(
+            overlaid.body, model=overlaid.model, timeout=self.config.upstream_timeout
+        )
+        return time.perf_counter(), chunks, asyncio.ensure_future(anext(chunks))
+
     def _send(
         self, route: Route, overlaid: Overlaid
     ) -> tuple[float, asyncio.Future, asyncio.Event]:
@@ -491,6 +554,13 @@ def upstream_failure(error: UpstreamError | UpstreamTimeout) -> GatewayError:
 
 def new_session_id() -> str:
     return f"s-{new_id().hex}"
+
+
+async def _abandon(opening: asyncio.Future, chunks: AsyncGenerator[dict]) -> None:
+    """Stop a stream whose answer will not be used (its first chunk may be under way)."""
+    drop(opening)
+    await asyncio.wait([opening])
+    await chunks.aclose()
 
 
 def drop(call: asyncio.Future) -> None:

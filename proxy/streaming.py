@@ -8,11 +8,15 @@ mapped, in one chunk at the end of the stream; text deltas still flow immediatel
 from __future__ import annotations
 
 import copy
+import uuid
+from collections.abc import AsyncGenerator
 from typing import Any
 
+from proxy.admission import Admitted
 from proxy.overlays import Overlaid, restore_response
+from proxy.router import Route
 
-__all__ = ["StreamRestorer", "assemble_chunks"]
+__all__ = ["ChatStream", "StreamRestorer", "assemble_chunks"]
 
 
 def assemble_chunks(chunks: list[dict[str, Any]]) -> dict[str, Any]:
@@ -117,3 +121,62 @@ class StreamRestorer:
                 {"index": choice["index"], "delta": delta, "finish_reason": choice["finish_reason"]}
             )
         return out
+
+
+class ChatStream:
+    """An upstream's chat-completion stream being served: its chunks as the agent may see
+    them, and what it answered, for capture.
+
+    Iterating gives the chunks to send, held-back ones skipped; an upstream failure is
+    raised from it (`UpstreamError`, `UpstreamTimeout`). `Gateway.stream` opens one with its
+    first chunk read and `Gateway.finish_stream` captures it.
+    """
+
+    def __init__(
+        self,
+        admitted: Admitted,
+        body: dict[str, Any],
+        protocol: tuple[str, dict[str, Any]] | None,
+        route: Route,
+        overlaid: Overlaid,
+        started: float,
+        upstream: AsyncGenerator[dict],
+        first: dict | None,
+        trajectory_id: uuid.UUID | None,
+    ) -> None:
+        self.admitted, self.body, self.protocol = admitted, body, protocol
+        # The session's trajectory as the stream opens, if it has one yet (a header's hint).
+        self.trajectory_id = trajectory_id
+        self.route, self.overlaid, self.started = route, overlaid, started
+        self.upstream, self._first = upstream, first
+        self.restorer = StreamRestorer(overlaid)
+        self.seen: list[dict] = []  # as the upstream sent them
+        self.shown: list[dict] = []  # as the agent saw them
+
+    def __aiter__(self) -> ChatStream:
+        return self
+
+    async def __anext__(self) -> dict[str, Any]:
+        while True:
+            chunk = self._first
+            if chunk is None:
+                chunk = await anext(self.upstream)
+            self._first = None
+            self.seen.append(chunk)
+            visible = self.restorer.chunk(chunk)
+            if visible is not None:
+                self.shown.append(visible)
+                return visible
+
+    def response(self, failed: bool) -> dict[str, Any]:
+        """The whole completion as the upstream sent it (choices it broke off in end in
+        "error" when it `failed`)."""
+        response = assemble_chunks(self.seen)
+        if failed:
+            for choice in response["choices"]:
+                choice["finish_reason"] = choice["finish_reason"] or "error"
+        return response
+
+    def answer(self) -> dict[str, Any]:
+        """The whole completion as the agent saw it."""
+        return assemble_chunks(self.shown)

@@ -10,9 +10,7 @@ server-sent events.
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
 from fastapi import Request
@@ -21,15 +19,13 @@ from pydantic import ValidationError
 
 from atdp import Traffic
 from proxy import jsonio
-from proxy import router as routing
 from proxy.admission import Admitted
 from proxy.engines.base import UpstreamError, UpstreamTimeout
 from proxy.errors import GatewayError
-from proxy.gateway import Gateway, Served, drop, new_session_id, upstream_failure
+from proxy.gateway import Gateway, Served, new_session_id
 from proxy.governance import parse_training_header
-from proxy.overlays import Overlaid
 from proxy.schemas import ChatCompletionRequest, describe_validation_error
-from proxy.streaming import StreamRestorer, assemble_chunks
+from proxy.streaming import ChatStream
 from registry import ApiKeyIdentity
 
 __all__ = [
@@ -215,24 +211,6 @@ class EventStreamEncoder:
         return lines
 
 
-def _open_stream(
-    gateway: Gateway, route: routing.Route, overlaid: Overlaid
-) -> tuple[float, AsyncGenerator[dict], asyncio.Future]:
-    """Start an upstream stream: when it started, its chunks, and its first chunk to come."""
-    engine = gateway.engines.engine_for(route.version, route.base_url)
-    chunks = engine.stream(
-        overlaid.body, model=overlaid.model, timeout=gateway.config.upstream_timeout
-    )
-    return time.perf_counter(), chunks, asyncio.ensure_future(anext(chunks))
-
-
-async def _abandon(opening: asyncio.Future, chunks: AsyncGenerator[dict]) -> None:
-    """Stop a stream whose answer will not be used (its first chunk may be under way)."""
-    drop(opening)
-    await asyncio.wait([opening])
-    await chunks.aclose()
-
-
 async def stream(
     gateway: Gateway,
     admitted: Admitted,
@@ -240,75 +218,40 @@ async def stream(
     encoder: StreamEncoder,
     protocol: tuple[str, dict[str, Any]] | None = None,
 ) -> StreamingResponse:
-    """A streamed answer to the chat-completions `body`, in `encoder`'s events, captured
-    whole once it ends (or breaks off)."""
-    tenant, agent, session = admitted.tenant, admitted.agent, admitted.session
-    route, overlaid = await gateway.prepare(admitted, body)
-    started, chunks, opening = _open_stream(gateway, route, overlaid)
+    """A streamed answer to the chat-completions `body` (see `Gateway.stream`), in
+    `encoder`'s events, captured whole once it ends (or breaks off)."""
+    streamed = await gateway.stream(admitted, body, protocol=protocol)
+    headers = {
+        "X-Evoplane-Session-Id": admitted.session,
+        "X-Evoplane-Version": streamed.route.version.id,
+    }
+    if streamed.trajectory_id is not None:
+        headers["X-Evoplane-Trajectory-Id"] = str(streamed.trajectory_id)
+    events = _events(gateway, streamed, encoder)
+    return StreamingResponse(events, media_type="text/event-stream", headers=headers)
+
+
+async def _events(
+    gateway: Gateway, streamed: ChatStream, encoder: StreamEncoder
+) -> AsyncIterator[bytes]:
+    """The stream's chunks as `encoder`'s events; the stream is captured even when the
+    client leaves before its end."""
+    failure: str | None = None
     try:
-        if await gateway.router.settle(route) is not route:
-            # A new session was placed before, otherwise than proposed: drop that stream.
-            await _abandon(opening, chunks)
-            route, overlaid = await gateway.prepare(admitted, body)
-            started, chunks, opening = _open_stream(gateway, route, overlaid)
-    except BaseException:
-        drop(opening)
-        raise
-    try:  # the first chunk decides the status code; after it, errors end the stream
-        first = await opening
-    except StopAsyncIteration:
-        first = None
-    except (UpstreamTimeout, UpstreamError) as error:
-        raise upstream_failure(error) from None
-    traffic = admitted.traffic
-    book = gateway.sessions if traffic is Traffic.USER else gateway.shadow_sessions
-    trajectory_hint = book.get(tenant, agent, session)
-    headers = {"X-Evoplane-Session-Id": session, "X-Evoplane-Version": route.version.id}
-    if trajectory_hint is not None:
-        headers["X-Evoplane-Trajectory-Id"] = str(trajectory_hint.trajectory.id)
-
-    async def events() -> AsyncIterator[bytes]:
-        restorer = StreamRestorer(overlaid)
-        seen: list[dict] = []
-        shown: list[dict] = []
-        failure: str | None = None
-        served: Served | None = None
-        try:
-            for line in encoder.start():
+        for line in encoder.start():
+            yield line
+        async for chunk in streamed:
+            for line in encoder.chunk(chunk):
                 yield line
-            pending = [first] if first is not None else []
-            while True:
-                for chunk in pending:
-                    seen.append(chunk)
-                    visible = restorer.chunk(chunk)
-                    if visible is not None:
-                        shown.append(visible)
-                        for line in encoder.chunk(visible):
-                            yield line
-                try:
-                    pending = [await anext(chunks)]
-                except StopAsyncIteration:
-                    break
-        except (UpstreamError, UpstreamTimeout) as error:
-            failure = str(error) or type(error).__name__
-            for line in encoder.failure(failure):
-                yield line
-        finally:
-            response = assemble_chunks(seen)
-            if failure:
-                for choice in response["choices"]:
-                    choice["finish_reason"] = choice["finish_reason"] or "error"
-            latency_ms = (time.perf_counter() - started) * 1000
-            served = await gateway.capture(
-                admitted, body, overlaid, route.version, response, latency_ms, protocol
-            )
-            if route.shadow is not None and traffic is Traffic.USER:
-                gateway.spawn(gateway.shadow(admitted, body, route.shadow))
-        if failure is None:
-            for line in await encoder.end(served, assemble_chunks(shown)):
-                yield line
-
-    return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+    except (UpstreamError, UpstreamTimeout) as error:
+        failure = str(error) or type(error).__name__
+        for line in encoder.failure(failure):
+            yield line
+    finally:
+        served = await gateway.finish_stream(streamed, failed=failure is not None)
+    if failure is None:
+        for line in await encoder.end(served, streamed.answer()):
+            yield line
 
 
 def sse(kind: str | None, data: dict[str, Any]) -> bytes:
