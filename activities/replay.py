@@ -16,7 +16,6 @@ registered in the agent's settings, if any (`evolution.replay.simulators`).
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Awaitable, Mapping, Sequence
 from functools import partial
 from typing import Any, TypeVar
@@ -47,12 +46,13 @@ from evolution.replay import (
 from evolution.replay.cases import recorded_cases
 from evolution.safety import SafetyCase, default_safety_suite, run_safety_suite
 from evolution.settings import EvolutionSettings
+from proxy.catalog import version_memory
 from proxy.engines.pool import EnginePool
 from proxy.governance import Redactor
 from proxy.overlays import apply_overlays, restore_response, served_tools
 from proxy.protocols.messages import chat_request as messages_to_chat
 from proxy.protocols.responses import chat_request as responses_to_chat
-from registry import AgentVersion, get_agent, get_memory_items, get_version, transaction
+from registry import AgentVersion, get_agent, get_version, transaction
 
 __all__ = ["ReplayGate"]
 
@@ -210,11 +210,8 @@ class ReplayGate:
         return serve
 
     def _memory(self, version: AgentVersion, tenant: str | None) -> MemoryIndex:
-        ids = [uuid.UUID(item_id) for item_id in version.spec.memory.item_ids]
-        if tenant is None or not ids:
-            return MemoryIndex([])
         with transaction(self.engine) as session:
-            return MemoryIndex(get_memory_items(session, version.agent, tenant, ids))
+            return version_memory(session, version, tenant)
 
 
 def _as_served(body: dict[str, Any]) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from registry import (
     transaction,
 )
 
-__all__ = ["Catalog", "RegistryUnreachable"]
+__all__ = ["Catalog", "RegistryUnreachable", "version_memory"]
 
 log = logging.getLogger(__name__)
 
@@ -165,9 +165,11 @@ class Catalog:
         key = (version.id, tenant)
         index = self._memory.get(key)
         if index is None:
-            ids = [uuid.UUID(item_id) for item_id in version.spec.memory.item_ids]
-            items = await self.read(get_memory_items, version.agent, tenant, ids) if ids else []
-            index = self._memory[key] = MemoryIndex(items)
+            if version.spec.memory.item_ids:
+                index = await self.read(version_memory, version, tenant)
+            else:  # no registry read for a version without memory
+                index = MemoryIndex([])
+            self._memory[key] = index
         return index
 
     def forget(self) -> None:
@@ -186,3 +188,12 @@ class Catalog:
                 del self._expiring[key]
         else:
             self._expiring.pop((kind.value, name), None)
+
+
+def version_memory(session: Session, version: AgentVersion, tenant: str | None) -> MemoryIndex:
+    """The BM25 index over a version's memory snapshot, as visible to `tenant` (no tenant,
+    as for the safety suite: no memory)."""
+    ids = [uuid.UUID(item_id) for item_id in version.spec.memory.item_ids]
+    if tenant is None or not ids:
+        return MemoryIndex([])
+    return MemoryIndex(get_memory_items(session, version.agent, tenant, ids))
