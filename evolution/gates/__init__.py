@@ -1,0 +1,46 @@
+"""The gate judge: is the candidate at least as good as stable, overall and for every tenant?
+
+In the spirit of Kayenta (Netflix's canary judge): each metric's candidate samples are compared
+with the baseline's by a rank test (or a bootstrap), with a minimum number of samples, a
+tolerance and a significance level, and a few critical metrics fail the gate on their own.
+Unlike Kayenta it also judges each tenant: a candidate that helps most tenants must not
+quietly hurt one of them. The replay gate judges paired replays of recorded trajectories
+(`judge_replay`); the safety suite lives in `evolution.safety`. A failure the candidate
+shares with its parent is a `Finding` about the agent, recorded but not held against it.
+
+Everything here is a plain pydantic value or a pure function: results cross Temporal activity
+boundaries and are stored as JSON with the evolution they decided.
+
+    records.py   the settings, samples, judgements, findings and results
+    live.py      the live judge of the shadow and canary gates (`judge`)
+    replay.py    the replay gate's judge (`judge_replay`)
+    verdict.py   how judgements become a gate's verdict
+"""
+
+from evolution.gates.live import judge
+from evolution.gates.records import (
+    Finding,
+    Gate,
+    GateConfig,
+    GateResult,
+    MetricJudgement,
+    MetricSamples,
+    ReplayCase,
+    Sample,
+    Verdict,
+)
+from evolution.gates.replay import judge_replay
+
+__all__ = [
+    "Finding",
+    "Gate",
+    "GateConfig",
+    "GateResult",
+    "MetricJudgement",
+    "MetricSamples",
+    "ReplayCase",
+    "Sample",
+    "Verdict",
+    "judge",
+    "judge_replay",
+]

@@ -1,0 +1,209 @@
+"""What a gate reads and says: settings, samples, judgements, findings, the result."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+__all__ = [
+    "REPLAY_FAILURES",
+    "REPLAY_SUCCESSES",
+    "Finding",
+    "Gate",
+    "GateConfig",
+    "GateResult",
+    "MetricJudgement",
+    "MetricSamples",
+    "ReplayCase",
+    "Sample",
+    "Verdict",
+]
+
+
+Gate = Literal["replay", "shadow", "canary", "safety"]
+
+
+REPLAY_FAILURES = "replay:failures"
+
+
+REPLAY_SUCCESSES = "replay:successes"
+
+
+class Verdict(StrEnum):
+    """What a gate says: go on, look longer (extend the step), or stop and roll back."""
+
+    PASS = "pass"
+    MARGINAL = "marginal"
+    FAIL = "fail"
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+
+class GateConfig(_Value):
+    """Per-agent gate parameters; an evolution may override them (and the override is recorded).
+
+    Args:
+        confidence: how sure a gate must be before it calls a difference real (0.95: p < 0.05).
+        tolerance: the largest mean drop of a metric, in the metric's units (reward units for
+            rewards), that still passes.
+        min_effect: the mean improvement the replay gate needs on past failures.
+        min_samples: samples needed per side and metric; fewer make the gate marginal.
+        min_tenant_samples: a tenant with fewer on either side is reported but not judged.
+        replay_min_cases: replayed past failures, and known successes, each needed by the
+            replay gate; fewer make it marginal. Replays are expensive, so this is lower
+            than `min_samples`.
+        replay_cases: recorded past failures, and known successes, the replay gate replays
+            at most (newest first).
+        replay_pass_score: the replay score at or above which a trajectory counts as a
+            success; it only decides which trajectories are listed as fixed or broken.
+        critical_metrics: metrics that fail the gate on their own, and are named first.
+        step_weights: the canary's traffic share at each step, increasing.
+        step_seconds, shadow_seconds: how long a canary step and the shadow gate observe.
+        max_extensions: how often a marginal step may be extended before it counts as failed.
+        holdback_weight: share of new sessions kept on the replaced version after a
+            promotion (0: none), until the next promotion or rollback, or until an
+            evolution finds the stable no worse than it. The next evolution compares the
+            two on that same traffic instead of before against after.
+        method: the significance test of live gates: Mann-Whitney U on the samples, or a
+            bootstrap interval of the difference of means.
+        bootstrap_resamples, seed: the bootstrap's size and seed (a verdict is reproducible).
+    """
+
+    confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
+    tolerance: float = Field(default=0.05, ge=0.0)
+    min_effect: float = Field(default=0.0, ge=0.0)
+    min_samples: int = Field(default=30, ge=1)
+    min_tenant_samples: int = Field(default=10, ge=1)
+    replay_min_cases: int = Field(default=10, ge=1)
+    replay_cases: int = Field(default=20, ge=1)  # recorded trajectories replayed per kind
+    replay_pass_score: float = Field(default=0.5, gt=0.0, le=1.0)
+    critical_metrics: list[str] = Field(default_factory=lambda: ["safety", "error_rate"])
+    step_weights: list[float] = Field(default_factory=lambda: [0.05, 0.25, 0.5], min_length=1)
+    step_seconds: float = Field(default=1800.0, gt=0.0)
+    shadow_seconds: float = Field(default=1800.0, gt=0.0)
+    max_extensions: int = Field(default=2, ge=0)
+    holdback_weight: float = Field(default=0.1, ge=0.0, le=0.5)
+    method: Literal["mann_whitney", "bootstrap"] = "mann_whitney"
+    bootstrap_resamples: int = Field(default=2000, ge=100)
+    seed: int = 0
+
+    @field_validator("step_weights")
+    @classmethod
+    def _increasing_shares(cls, weights: list[float]) -> list[float]:
+        if any(not 0.0 < weight <= 1.0 for weight in weights):
+            raise ValueError(f"canary step weights must be in (0, 1], got {weights}")
+        if any(later <= earlier for earlier, later in zip(weights, weights[1:], strict=False)):
+            raise ValueError(f"canary step weights must increase step by step, got {weights}")
+        return weights
+
+
+class Sample(_Value):
+    """One observation of a metric: usually one session's effective reward or error flag."""
+
+    tenant: str
+    value: float
+    key: str | None = None  # the session or trajectory it came from, to trace a verdict back
+
+
+class MetricSamples(_Value):
+    """A metric's samples on both sides of a comparison."""
+
+    name: str
+    baseline: list[Sample]
+    candidate: list[Sample]
+    higher_is_better: bool = True
+
+
+class MetricJudgement(_Value):
+    """The verdict on one metric, over all tenants (`tenant` None) or for one tenant.
+
+    `delta` is candidate_mean - baseline_mean in the metric's units, whichever way is better;
+    `delta_low`/`delta_high` bound it where the method gives an interval (bootstrap, replay).
+    `effect` is the probability of superiority P(candidate > baseline) + 0.5 P(equal).
+    A tenant with too few samples is reported with `judged` False; it never moves the gate.
+    """
+
+    metric: str
+    tenant: str | None = None
+    verdict: Verdict
+    n_baseline: int = Field(ge=0)
+    n_candidate: int = Field(ge=0)
+    baseline_mean: float | None = None
+    candidate_mean: float | None = None
+    delta: float | None = None
+    delta_low: float | None = None
+    delta_high: float | None = None
+    p_value: float | None = Field(default=None, ge=0.0, le=1.0)
+    effect: float | None = Field(default=None, ge=0.0, le=1.0)
+    critical: bool = False
+    judged: bool = True
+    reason: str
+
+
+class Finding(_Value):
+    """A failure the candidate shares with its parent: a fact about the agent, not the candidate.
+
+    A gate reports it and does not block on it, since the candidate does not make it worse
+    (unless the check is required, and then it is a failure, not a finding).
+
+    Args:
+        case: the safety case the agent fails.
+        checks: the kinds of check the candidate's answer violated (the parent's did too).
+        reason: what the candidate's answer did, in words.
+        parent_reason: what the parent's answer did: the parent fails the case too.
+    """
+
+    case: str
+    checks: list[str]
+    reason: str
+    parent_reason: str
+
+
+class GateResult(_Value):
+    """A gate's verdict with every judgement behind it, as stored with the evolution.
+
+    Args:
+        step, weight: the canary step's number and traffic share (None for other gates).
+        metrics: the aggregate judgements (one per metric; per case for the safety gate).
+        tenants: the per-tenant judgements.
+        fixed, broken: replayed trajectories the candidate fixed (a past failure it now passes
+            and stable does not) or broke (a known success stable passes and it does not).
+        findings: failures the parent shares, reported as facts about the agent; they
+            did not decide the verdict.
+        skipped: the gate did not run because an option skipped it (recorded as a pass).
+    """
+
+    gate: Gate
+    step: int | None = Field(default=None, ge=0)
+    weight: float | None = Field(default=None, gt=0.0, le=1.0)
+    verdict: Verdict
+    reason: str
+    metrics: list[MetricJudgement] = Field(default_factory=list)
+    tenants: list[MetricJudgement] = Field(default_factory=list)
+    fixed: list[str] = Field(default_factory=list)
+    broken: list[str] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)
+    skipped: bool = False
+
+    @classmethod
+    def skipped_gate(cls, gate: Gate, reason: str) -> GateResult:
+        """A gate an option skipped: a pass that says so, so the record shows the gap."""
+        return cls(gate=gate, verdict=Verdict.PASS, reason=reason, skipped=True)
+
+
+class ReplayCase(_Value):
+    """One recorded trajectory replayed against stable and against the candidate.
+
+    Scores are in [0, 1] and come from replaying the same recorded inputs on both versions,
+    so the two scores of a case form a pair.
+    """
+
+    trajectory_id: str
+    tenant: str
+    recorded_success: bool
+    baseline_score: float = Field(ge=0.0, le=1.0)
+    candidate_score: float = Field(ge=0.0, le=1.0)
