@@ -5,7 +5,7 @@ transaction, on SQLite and PostgreSQL, interleaved in one run.
 
 Prints events/s per mode and the ratio against the per-event baseline, and appends the
 table to benchmarks/RESULTS.md with --write. This is the ceiling the gateway's batched
-capture writer (issue E2) builds on.
+capture writer builds on.
 """
 
 from __future__ import annotations

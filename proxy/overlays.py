@@ -2,7 +2,7 @@
 
 The agent sends its own request; the upstream receives the version's view of it. Responses
 are mapped back (renamed tool arguments return under the agent's names), so the agent never
-sees that anything changed. The replay engine (E4) applies versions through these same
+sees that anything changed. The replay engine applies versions through these same
 functions, so what is evaluated is exactly what would be served.
 """
 

@@ -64,8 +64,9 @@ class SessionRouteReader:
     A gateway reads the registry once for every session it has not seen. Through SQLAlchemy
     in a worker thread that read took about 0.5 ms of CPU, in a thread that holds the GIL
     while the event loop waits; one prepared statement on an asyncio psycopg connection
-    takes about a tenth of that (benchmarks/RESULTS.md, E2). Reads are serialised on the one
-    connection: callers batch the sessions that start together into one `read`.
+    takes about a tenth of that (benchmarks/RESULTS.md, "Gateway overhead after the capture
+    rework"). Reads are serialised on the one connection: callers batch the sessions that
+    start together into one `read`.
 
     Only for PostgreSQL registries (`for_engine` returns None for SQLite).
     """

@@ -1,4 +1,4 @@
-"""The harness operator (E4): the agent's instructions and demos, optimised with DSPy on the
+"""The harness operator: the agent's instructions and demos, optimised with DSPy on the
 window's recorded traffic. dspy itself is imported only when an operator runs."""
 
 from evolution.harness.operator import (

@@ -1,4 +1,4 @@
-"""Memory: retrieval at the gateway (BM25) and, with E4, the memory operator."""
+"""Memory: retrieval at the gateway (BM25) and the memory operator."""
 
 from evolution.memory.retrieval import MemoryIndex, ScoredItem, tokenize
 

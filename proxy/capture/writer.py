@@ -8,7 +8,7 @@ cannot lose them. The drain (`proxy.capture.drain`), a process of its own starte
 `start`, does the rest, so the request path never waits for the database, never wakes a
 thread, and never shares a GIL with the driver. (A writer thread in the gateway's process,
 as before, took CPU and GIL turns from the event loop exactly when requests queued: see
-E2 in benchmarks/RESULTS.md.)
+"Gateway overhead after the capture rework" in benchmarks/RESULTS.md.)
 
 Drains are forked by a zygote process that has imported them already
 (`proxy.capture.zygote`), so a gateway starts its drain in milliseconds.
