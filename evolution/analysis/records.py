@@ -1,0 +1,166 @@
+"""Reading a window: the records its statistics are measured from, read in one go."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from atdp import EventKind, Reward, RewardSource, utcnow
+from evolution.analysis.drift import task_drift
+from evolution.analysis.tool_errors import tool_failed
+from evolution.analysis.trajectories import by_trajectory
+from evolution.analysis.versions import canary_delta, holdback_at, stable_regression
+from evolution.window import CanaryDelta, Drift, Regression, WindowSpec, trajectory_window
+from registry import (
+    LlmUsage,
+    Session,
+    ToolCallRecord,
+    UserTurn,
+    WindowTrajectory,
+    aliases_at,
+    event_kinds,
+    follow_up_turns,
+    get_agent,
+    llm_usage,
+    offered_tools,
+    tool_call_records,
+    window_rewards,
+    window_trajectories,
+)
+
+__all__ = ["WindowRecords", "read_window"]
+
+# Implicit next-turn rewards (proxy.signals) that say the user corrected or regenerated an
+# answer, and the explicit feedback field that does the same.
+_IMPLICIT_CORRECTION = "user_accepted"
+_EXPLICIT_CORRECTION = "correction"
+# Tool call ids that do not identify one call (/v1/events' default, an unmatched result).
+_ANONYMOUS_CALLS = frozenset({"", "agent-reported", "unknown"})
+
+
+@dataclass(frozen=True)
+class WindowRecords:
+    """What a window's statistics are measured from, read in one go (`read_window`).
+
+    The version comparisons (drift, canary, regression) are read whole; the rest are the
+    window's light records, measured by `measure_window`.
+    """
+
+    spec: WindowSpec
+    since: datetime
+    until: datetime
+    stable_version: str | None
+    trajectories: list[WindowTrajectory]
+    offered: dict[uuid.UUID, set[str]]
+    rewards: list[Reward]
+    usage: dict[uuid.UUID, LlmUsage]
+    tool_calls: list[ToolCallRecord]
+    corrected: dict[uuid.UUID, uuid.UUID]
+    turns: list[UserTurn]
+    drift: Drift | None
+    canary: CanaryDelta | None
+    regression: Regression | None
+
+
+def read_window(
+    session: Session, spec: WindowSpec, *, now: datetime | None = None
+) -> WindowRecords:
+    """The records of the window `spec` names, as of `now`.
+
+    Raises:
+        registry.NotFoundError: the agent does not exist (a typo is not an empty window).
+    """
+    get_agent(session, spec.agent)
+    until = spec.until or now or utcnow()
+    window = trajectory_window(spec, until=until)
+    holdback = holdback_at(session, spec.agent, until)
+    if spec.version_id is None:
+        # The sessions a holdback keeps on the replaced version are a yardstick for the
+        # regression check, not the traffic an evolution of stable would change.
+        window = window.model_copy(update={"held_back": holdback})
+    trajectories = window_trajectories(session, window)
+    since = _window_start(spec, trajectories, until)
+    rewards = window_rewards(session, window)
+    aliases = aliases_at(session, spec.agent, until)
+    return WindowRecords(
+        spec=spec,
+        since=since,
+        until=until,
+        stable_version=aliases.stable,
+        trajectories=trajectories,
+        offered=offered_tools(session, window),
+        rewards=rewards,
+        usage=llm_usage(session, window),
+        tool_calls=_distinct_tool_calls(tool_call_records(session, window)),
+        corrected=_corrected_calls(session, by_trajectory(rewards)),
+        turns=follow_up_turns(session, window),
+        drift=task_drift(session, spec, window, trajectories, since, until),
+        canary=canary_delta(session, spec, aliases, since, until),
+        regression=stable_regression(session, spec, until, holdback),
+    )
+
+
+def _window_start(
+    spec: WindowSpec, trajectories: Sequence[WindowTrajectory], until: datetime
+) -> datetime:
+    """A time window starts at `since`; a count window at its oldest trajectory."""
+    if spec.last is None:
+        assert spec.since is not None  # WindowSpec requires since or last
+        return spec.since
+    if trajectories:
+        return min(t.started_at for t in trajectories)
+    return spec.since or until
+
+
+def _distinct_tool_calls(records: Sequence[ToolCallRecord]) -> list[ToolCallRecord]:
+    """One record per tool call.
+
+    The gateway records a tool result the agent sends back, and the agent may report the
+    same call through /v1/events; with the same call id they are one call, and the record
+    with more evidence (a failure, then an error message) stands for it.
+    """
+    kept: dict[tuple, ToolCallRecord] = {}
+    for record in records:
+        key: tuple = (
+            (record.event_id,)
+            if record.call_id in _ANONYMOUS_CALLS
+            else (record.trajectory_id, record.call_id)
+        )
+        held = kept.get(key)
+        if held is None or _evidence(record) > _evidence(held):
+            kept[key] = record
+    return list(kept.values())
+
+
+def _evidence(call: ToolCallRecord) -> tuple[bool, bool]:
+    return tool_failed(call), call.error_message is not None
+
+
+def _corrected_calls(
+    session: Session, rewards: Mapping[uuid.UUID, list[Reward]]
+) -> dict[uuid.UUID, uuid.UUID]:
+    """The llm calls a user corrected or regenerated, with their trajectories.
+
+    Implicit next-turn signals (`user_accepted` false) and explicit corrections both count,
+    when they name an llm_call event; a correction of a whole trajectory names no call.
+    """
+    targets = {
+        reward.event_id: reward.trajectory_id
+        for items in rewards.values()
+        for reward in items
+        if reward.event_id is not None and _is_correction(reward)
+    }
+    kinds = event_kinds(session, targets)
+    return {
+        event_id: trajectory_id
+        for event_id, trajectory_id in targets.items()
+        if kinds.get(event_id) == EventKind.LLM_CALL.value
+    }
+
+
+def _is_correction(reward: Reward) -> bool:
+    if reward.source is RewardSource.IMPLICIT_NEXT_TURN and reward.name == _IMPLICIT_CORRECTION:
+        return reward.numeric is not None and reward.numeric < 0.5
+    return reward.source is RewardSource.EXPLICIT and reward.name == _EXPLICIT_CORRECTION
