@@ -22,6 +22,7 @@ __all__ = [
     "offered_spec",
     "recorded_calls",
     "recorded_tool",
+    "split_calls",
 ]
 
 _ANONYMOUS_CALLS = frozenset({"", "agent-reported", "unknown"})
@@ -84,6 +85,18 @@ def in_cluster(call: RecordedCall, parameter: str, error_class: str | None) -> b
     record = call.record
     found = error_class_name(record.error_class) if record.error_class else "failed"
     return (error_class is None or found == error_class) and tool_parameter(record) == parameter
+
+
+def split_calls(
+    calls: list[RecordedCall], parameter: str, error_class: str | None
+) -> tuple[list[RecordedCall], list[RecordedCall]]:
+    """Calls known to have worked, and the failures in the cluster of `parameter`, `error_class`.
+
+    A call whose outcome was never reported (success None) teaches nothing either way.
+    """
+    successes = [c for c in calls if c.record.success is True and not c.failed]
+    failures = [c for c in calls if c.failed and in_cluster(c, parameter, error_class)]
+    return successes, failures
 
 
 def offered_spec(session: Session, window: TrajectoryWindow, tool: str) -> dict | None:

@@ -17,17 +17,17 @@ this module never imports it.
 
 from __future__ import annotations
 
-import json
 from functools import partial
 
-from atdp import ToolOverride, VersionSpec
+from atdp import ToolOverride
 from evolution.decision import DecisionRecord
 from evolution.operators import Candidate, Operator, OperatorError
-from evolution.tool_schema.calls import RecordedCall, RecordedTool, in_cluster, recorded_tool
+from evolution.tool_schema.calls import RecordedTool, recorded_tool, split_calls
+from evolution.tool_schema.candidate import schema_candidate
 from evolution.tool_schema.config import ToolSchemaConfig
-from evolution.tool_schema.edits import Edit, OfferedTool, Target, appended
+from evolution.tool_schema.edits import OfferedTool, Target
 from evolution.tool_schema.refusals import edit_from_refusals
-from evolution.tool_schema.replay import Replay, replay_calls
+from evolution.tool_schema.replay import replay_calls
 from evolution.tool_schema.successes import edit_from_successes
 from evolution.window import FailureKind, WindowSpec, trajectory_window
 from registry import AgentVersion, Session
@@ -62,7 +62,7 @@ def propose_tool_schema(
     """
     config = config or ToolSchemaConfig()
     target = _target(decision)
-    successes, failures = _split(recorded.calls, target)
+    successes, failures = split_calls(recorded.calls, target.parameter, target.error_class)
     tool = _offered_tool(recorded.offered, parent, target)
     before = replay_calls(
         tool.offered_schema, dict(tool.override.argument_map), successes, failures
@@ -76,15 +76,7 @@ def propose_tool_schema(
         if len(given) < config.min_successes:
             raise
         edit = edit_from_successes(tool, target, successes, failures, before, config)
-    override = ToolOverride(
-        description=appended(tool.description, edit.sentence)
-        if edit.sentence
-        else tool.description,
-        parameters=edit.schema,
-        argument_map=edit.argument_map,
-    )
-    spec = _with_override(parent.spec, target.tool, override)
-    return _candidate(spec, target, edit, successes, failures, before)
+    return schema_candidate(parent.spec, tool, target, edit, successes, failures, before)
 
 
 def _target(decision: DecisionRecord) -> Target:
@@ -94,20 +86,6 @@ def _target(decision: DecisionRecord) -> Target:
     if not cluster.tool or not cluster.parameter:
         raise OperatorError(f"cluster '{cluster.key}' names no tool parameter to constrain")
     return Target(cluster.tool, cluster.parameter, cluster.error_class)
-
-
-def _split(
-    calls: list[RecordedCall], target: Target
-) -> tuple[list[RecordedCall], list[RecordedCall]]:
-    """Calls known to have worked, and the failures that belong to the target cluster.
-
-    A call whose outcome was never reported (success None) teaches nothing either way.
-    """
-    successes = [c for c in calls if c.record.success is True and not c.failed]
-    failures = [
-        c for c in calls if c.failed and in_cluster(c, target.parameter, target.error_class)
-    ]
-    return successes, failures
 
 
 def _offered_tool(offered: dict | None, parent: AgentVersion, target: Target) -> OfferedTool:
@@ -122,68 +100,6 @@ def _offered_tool(offered: dict | None, parent: AgentVersion, target: Target) ->
         offered_schema=offered.get("parameters") or schema,
         description=override.description or offered.get("description"),
     )
-
-
-def _with_override(spec: VersionSpec, tool: str, override: ToolOverride) -> VersionSpec:
-    """A new spec with `tool`'s override replaced; the parent's spec is never touched."""
-    tools = {**spec.tools.tools, tool: override}
-    dumped = spec.model_dump(mode="json")
-    dumped["tools"] = {"tools": {name: o.model_dump(mode="json") for name, o in tools.items()}}
-    return VersionSpec.model_validate(dumped)
-
-
-def _candidate(
-    spec: VersionSpec,
-    target: Target,
-    edit: Edit,
-    successes: list[RecordedCall],
-    failures: list[RecordedCall],
-    before: Replay,
-) -> Candidate:
-    where = f"{target.tool}.{target.parameter}"
-    after = edit.after
-    newly = len(after.rejected_failures - before.rejected_failures)
-    changes = [f"{where}: {_keywords(edit.rule)} learned from {edit.learned_from}"]
-    if edit.rule:
-        changes.append(f"{where}: description states the rule with an example")
-    if edit.renamed and edit.argument_map.get(edit.renamed) == target.parameter:
-        changes.append(
-            f"{where}: shown to the model as {edit.renamed} (argument_map {edit.renamed} -> "
-            f"{target.parameter})"
-        )
-    changes += [*edit.changes, f"replay: {edit.replay}"]
-    evidence = {
-        "tool": target.tool,
-        "parameter": target.parameter,
-        "model_parameter": edit.model_name,
-        "error_class": target.error_class,
-        "rule": edit.rule,
-        "renamed": edit.renamed,
-        "learned_from": edit.learned_from,
-        "successful_calls": len(successes),
-        "failing_calls": len(failures),
-        "successes_valid_offered": before.successes_valid,
-        "successes_valid_candidate": after.successes_valid,
-        "failures_rejected_offered": before.failures_rejected,
-        "failures_rejected_candidate": after.failures_rejected,
-        "failures_newly_rejected": newly,
-        "success_event_ids": [str(c.record.event_id) for c in successes[:5]],
-        "failure_event_ids": [str(c.record.event_id) for c in failures[:5]],
-        "replay": edit.replay,
-        **edit.evidence,
-    }
-    summary = (
-        f"tool schema {where}: {_keywords(edit.rule)} (from {edit.learned_from}); {newly} of "
-        f"{len(failures)} recorded failures now caught, {after.successes_valid} of "
-        f"{len(successes)} successes valid"
-    )
-    return Candidate(spec=spec, summary=summary, changes=changes, evidence=evidence)
-
-
-def _keywords(rule: dict) -> str:
-    if not rule:
-        return "no value rule"
-    return ", ".join(f"{key} {json.dumps(value)}" for key, value in sorted(rule.items()))
 
 
 def tool_schema_operator(config: ToolSchemaConfig | None = None) -> Operator:
