@@ -24,33 +24,7 @@ def schema_candidate(
     before: Replay,
 ) -> Candidate:
     """`parent` with `edit` written into the target tool's override, described."""
-    override = ToolOverride(
-        description=appended(tool.description, edit.sentence)
-        if edit.sentence
-        else tool.description,
-        parameters=edit.schema,
-        argument_map=edit.argument_map,
-    )
-    spec = _with_override(parent, target.tool, override)
-    return _candidate(spec, target, edit, successes, failures, before)
-
-
-def _with_override(spec: VersionSpec, tool: str, override: ToolOverride) -> VersionSpec:
-    """A new spec with `tool`'s override replaced; the parent's spec is never touched."""
-    tools = {**spec.tools.tools, tool: override}
-    dumped = spec.model_dump(mode="json")
-    dumped["tools"] = {"tools": {name: o.model_dump(mode="json") for name, o in tools.items()}}
-    return VersionSpec.model_validate(dumped)
-
-
-def _candidate(
-    spec: VersionSpec,
-    target: Target,
-    edit: Edit,
-    successes: list[RecordedCall],
-    failures: list[RecordedCall],
-    before: Replay,
-) -> Candidate:
+    spec = _with_override(parent, target.tool, _edited_override(tool, edit))
     where = f"{target.tool}.{target.parameter}"
     after = edit.after
     newly = len(after.rejected_failures - before.rejected_failures)
@@ -89,6 +63,24 @@ def _candidate(
         f"{len(successes)} successes valid"
     )
     return Candidate(spec=spec, summary=summary, changes=changes, evidence=evidence)
+
+
+def _edited_override(tool: OfferedTool, edit: Edit) -> ToolOverride:
+    return ToolOverride(
+        description=appended(tool.description, edit.sentence)
+        if edit.sentence
+        else tool.description,
+        parameters=edit.schema,
+        argument_map=edit.argument_map,
+    )
+
+
+def _with_override(spec: VersionSpec, tool: str, override: ToolOverride) -> VersionSpec:
+    """A new spec with `tool`'s override replaced; the parent's spec is never touched."""
+    tools = {**spec.tools.tools, tool: override}
+    dumped = spec.model_dump(mode="json")
+    dumped["tools"] = {"tools": {name: o.model_dump(mode="json") for name, o in tools.items()}}
+    return VersionSpec.model_validate(dumped)
 
 
 def _keywords(rule: dict) -> str:
