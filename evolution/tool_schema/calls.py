@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from evolution.analysis import error_class_name, tool_parameter
+from evolution.analysis.tool_errors import tool_failed
 from registry import (
     Session,
     ToolCallRecord,
@@ -37,7 +38,7 @@ class RecordedCall:
 
     @property
     def failed(self) -> bool:
-        return _failed(self.record)
+        return tool_failed(self.record)
 
 
 @dataclass(frozen=True)
@@ -63,13 +64,9 @@ def recorded_calls(session: Session, window: TrajectoryWindow, tool: str) -> lis
         anonymous = record.call_id in _ANONYMOUS_CALLS
         key = (record.event_id,) if anonymous else (record.trajectory_id, record.call_id)
         held = kept.get(key)
-        if held is None or (_failed(record) and not _failed(held)):
+        if held is None or (tool_failed(record) and not tool_failed(held)):
             kept[key] = record
     return [RecordedCall(record, _parse(record.arguments)) for record in kept.values()]
-
-
-def _failed(record: ToolCallRecord) -> bool:
-    return record.success is False or record.error_class is not None
 
 
 def _parse(arguments: str) -> dict | None:
