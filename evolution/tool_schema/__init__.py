@@ -1,6 +1,6 @@
-"""The tool-schema operator: schema edits learned from a tool's successful calls or, when
-too few succeeded, from what its refusals and description say, proven by replaying its
-recorded calls against the offered and the candidate schema."""
+"""The tool-schema operator: schema edits read from what a tool's refusals and description
+say it wants or, when they state no rule that replay proves, learned from its successful
+calls; proven by replaying its recorded calls against the offered and the candidate schema."""
 
 from evolution.tool_schema.config import ToolSchemaConfig
 from evolution.tool_schema.operator import (
