@@ -3,6 +3,8 @@
 ids than it is served with.
 
 - `render`: a chat request (messages in OpenAI's shapes, tools) as the prompt's token ids.
+- `bytes`: GPT-2's byte table, how byte-level vocabularies write bytes as characters.
+- `tokens`: each token's text and bytes (`TokenTable`).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from typing import Any
 
 from atdp.tool_text import ToolCallGuide
 from evolution.lm import prompt_ids as render_prompt
+from evolution.lm.tokens import TokenTable
 
 __all__ = ["Completion", "Policy"]
 
@@ -48,7 +49,7 @@ class Policy:
         self._cache_kwarg = "cache" if "cache" in forward else "past_key_values"
         # Whether the model takes a KV cache (a megatron view, say, does not).
         self._caches = bool({"cache", "past_key_values"} & set(forward))
-        self._pieces: list[str] = []  # each token's text, for the tool-call guide
+        self.tokens = TokenTable(tokenizer)  # each token's text, for the tool-call guide
         self._guides: dict[tuple[str, ...], ToolCallGuide] = {}
 
     @classmethod
@@ -162,7 +163,7 @@ class Policy:
                 if bool(finished.all()) or len(tokens) == max_new_tokens:
                     break
                 if rows:
-                    pieces = [self._pieces[t] for t in token.tolist()]
+                    pieces = [self.tokens.texts()[t] for t in token.tolist()]
                     written = [text + piece for text, piece in zip(written, pieces, strict=True)]
                 if padded:
                     mask = extra["attention_mask"]
@@ -183,14 +184,8 @@ class Policy:
         if not key:
             return None
         if key not in self._guides:
-            self._guides[key] = ToolCallGuide(key, self.pieces())
+            self._guides[key] = ToolCallGuide(key, self.tokens.texts())
         return self._guides[key]
-
-    def pieces(self) -> list[str]:
-        """The text of every token id decoded alone (made once)."""
-        if not self._pieces:
-            self._pieces = [self.tokenizer.decode([i]) for i in range(len(self.tokenizer))]
-        return self._pieces
 
     def _completion(self, row: int, tokens: list, logprobs: list) -> Completion:
         ids: list[int] = []

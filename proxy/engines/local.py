@@ -51,6 +51,7 @@ from atdp.tool_text import (
     partial_suffix,
 )
 from evolution.lm import prompt_ids as render_prompt
+from evolution.lm.tokens import TokenTable
 from proxy.engines.base import UpstreamEngine, UpstreamError, UpstreamTimeout
 
 __all__ = [
@@ -93,8 +94,7 @@ class LoadedModel:
     max_positions: int | None
     cache_kwarg: str  # "cache" (transformers >= 5) or "past_key_values"
     trims_logits: bool  # forward accepts logits_to_keep
-    byte_level: dict[str, int] | None  # char -> byte for byte-level BPE vocabularies
-    _tokens: dict[int, tuple[str, list[int]]] = field(default_factory=dict, repr=False)
+    tokens: TokenTable
     _guides: dict[tuple[str, ...], ToolCallGuide] = field(default_factory=dict, repr=False)
 
     @functools.cached_property
@@ -116,11 +116,7 @@ class LoadedModel:
 
     def token(self, token_id: int) -> tuple[str, list[int]]:
         """A token's text and its bytes, for OpenAI's logprob entries."""
-        known = self._tokens.get(token_id)
-        if known is None:
-            text = self.tokenizer.decode([token_id])
-            known = self._tokens[token_id] = (text, self._bytes(token_id, text))
-        return known
+        return self.tokens.token(token_id)
 
     def guide(self, names: tuple[str, ...]) -> ToolCallGuide | None:
         """The tool-call guide for these offered names (made once per set); None for none."""
@@ -130,16 +126,8 @@ class LoadedModel:
         if key not in self._guides:
             if len(self._guides) >= 64:  # agents offer few tool sets; bound it all the same
                 self._guides.pop(next(iter(self._guides)))
-            pieces = [self.token(i)[0] for i in range(len(self.tokenizer))]
-            self._guides[key] = ToolCallGuide(key, pieces)
+            self._guides[key] = ToolCallGuide(key, self.tokens.texts())
         return self._guides[key]
-
-    def _bytes(self, token_id: int, text: str) -> list[int]:
-        piece = self.tokenizer.convert_ids_to_tokens(token_id)
-        table = self.byte_level
-        if table and isinstance(piece, str) and all(char in table for char in piece):
-            return [table[char] for char in piece]
-        return list(text.encode())
 
 
 def load_model(
@@ -185,7 +173,7 @@ def load_model(
         max_positions=getattr(base.config, "max_position_embeddings", None),
         cache_kwarg="cache" if "cache" in parameters else "past_key_values",
         trims_logits="logits_to_keep" in parameters,
-        byte_level=_byte_level_table(tokenizer),
+        tokens=TokenTable(tokenizer),
     )
 
 
@@ -210,22 +198,6 @@ def _eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:
     configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
     ids = configured if isinstance(configured, list) else [configured]
     return frozenset(i for i in [*ids, tokenizer.eos_token_id] if i is not None)
-
-
-def _byte_level_table(tokenizer: Any) -> dict[str, int] | None:
-    """GPT-2's printable-character -> byte map, when the vocabulary is byte-level BPE."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if type(getattr(backend, "decoder", None)).__name__ != "ByteLevel":
-        return None
-    printable = {*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)}
-    table, shifted = {}, 0
-    for byte in range(256):
-        if byte in printable:
-            table[chr(byte)] = byte
-        else:
-            table[chr(256 + shifted)] = byte
-            shifted += 1
-    return table
 
 
 # --- the request ------------------------------------------------------------------------
