@@ -5,6 +5,7 @@ ids than it is served with.
 - `render`: a chat request (messages in OpenAI's shapes, tools) as the prompt's token ids.
 - `bytes`: GPT-2's byte table, how byte-level vocabularies write bytes as characters.
 - `tokens`: each token's text and bytes (`TokenTable`).
+- `step`: one forward step with a KV cache, under the name the model takes it by.
 """
 
 from __future__ import annotations

@@ -8,7 +8,6 @@ checks that ids and logprobs recorded by the gateway are the model's own (ratio 
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 from atdp.tool_text import ToolCallGuide
 from evolution.lm import prompt_ids as render_prompt
+from evolution.lm.step import ForwardStep
 from evolution.lm.tokens import TokenTable
 
 __all__ = ["Completion", "Policy"]
@@ -43,12 +43,8 @@ class Policy:
         self.tokenizer = tokenizer
         self.eos_id = tokenizer.eos_token_id
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        # transformers 5 renamed the KV cache argument; use whichever this model takes.
-        base = model.get_base_model() if hasattr(model, "get_base_model") else model
-        forward = inspect.signature(base.forward).parameters
-        self._cache_kwarg = "cache" if "cache" in forward else "past_key_values"
-        # Whether the model takes a KV cache (a megatron view, say, does not).
-        self._caches = bool({"cache", "past_key_values"} & set(forward))
+        self._step = ForwardStep.of(model)
+        self._caches = self._step.caches  # a megatron view, say, takes no KV cache
         self.tokens = TokenTable(tokenizer)  # each token's text, for the tool-call guide
         self._guides: dict[tuple[str, ...], ToolCallGuide] = {}
 
@@ -142,10 +138,9 @@ class Policy:
         logprobs: list[torch.Tensor] = []
         with torch.no_grad():
             # Each prompt is read once; its cache is then copied to its n rows.
-            out = self.model(input_ids=ids, use_cache=True, **extra)
-            cache = _cache_of(out)
+            logits, cache = self._step.next_logits(self.model, ids, None, **extra)
             cache.batch_repeat_interleave(n)
-            logits = out.logits[:, -1, :].float().repeat_interleave(n, dim=0)
+            logits = logits.repeat_interleave(n, dim=0)
             extra = {key: value.repeat_interleave(n, dim=0) for key, value in extra.items()}
             while True:
                 drawn = _restricted(logits, written, rows)
@@ -171,11 +166,7 @@ class Policy:
                         "attention_mask": torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1),
                         "position_ids": extra["position_ids"][:, -1:] + 1,
                     }
-                out = self.model(
-                    input_ids=token[:, None], use_cache=True, **{self._cache_kwarg: cache}, **extra
-                )
-                cache = _cache_of(out)
-                logits = out.logits[:, -1, :].float()
+                logits, cache = self._step.next_logits(self.model, token[:, None], cache, **extra)
         completions = [self._completion(row, tokens, logprobs) for row in range(len(written))]
         return [completions[i * n : (i + 1) * n] for i in range(len(prompts))]
 
@@ -241,21 +232,14 @@ class Policy:
         import torch
 
         rows = completions.shape[0]
-        out = self.model(input_ids=torch.tensor([list(prompt)], device=self.device), use_cache=True)
-        first = out.logits[:, -1:, :].expand(rows, -1, -1)  # predicts each first token
+        ids = torch.tensor([list(prompt)], device=self.device)
+        logits, cache = self._step.run(self.model, ids, last=True)
+        first = logits[:, -1:, :].expand(rows, -1, -1)  # predicts each first token
         if completions.shape[1] == 1:
             return first
-        cache = _cache_of(out)
         cache.batch_repeat_interleave(rows)
-        rest = self.model(
-            input_ids=completions[:, :-1], use_cache=True, **{self._cache_kwarg: cache}
-        ).logits
+        rest, _ = self._step.run(self.model, completions[:, :-1], cache)
         return torch.cat([first, rest], dim=1)
-
-
-def _cache_of(out: Any) -> Any:
-    """The KV cache a forward pass returned (transformers 5 calls it `cache`)."""
-    return out.get("cache") if out.get("cache") is not None else out.past_key_values
 
 
 def _restricted(logits: Any, written: list[str], rows: list[tuple[ToolCallGuide, int, int]]) -> Any:

@@ -33,7 +33,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import functools
-import inspect
 import secrets
 import threading
 import time
@@ -51,6 +50,7 @@ from atdp.tool_text import (
     partial_suffix,
 )
 from evolution.lm import prompt_ids as render_prompt
+from evolution.lm.step import ForwardStep
 from evolution.lm.tokens import TokenTable
 from proxy.engines.base import UpstreamEngine, UpstreamError, UpstreamTimeout
 
@@ -92,8 +92,7 @@ class LoadedModel:
     device: str
     eos_ids: frozenset[int]
     max_positions: int | None
-    cache_kwarg: str  # "cache" (transformers >= 5) or "past_key_values"
-    trims_logits: bool  # forward accepts logits_to_keep
+    step: ForwardStep
     tokens: TokenTable
     _guides: dict[tuple[str, ...], ToolCallGuide] = field(default_factory=dict, repr=False)
 
@@ -107,12 +106,7 @@ class LoadedModel:
 
         `batch`: a padded batch's `attention_mask` and `position_ids`.
         """
-        kwargs: dict[str, Any] = {self.cache_kwarg: cache, "use_cache": True, **batch}
-        if self.trims_logits:
-            kwargs["logits_to_keep"] = 1
-        out = self.model(input_ids=input_ids, **kwargs)
-        cache = out.get("cache") if out.get("cache") is not None else out.get("past_key_values")
-        return out.logits[:, -1, :].float(), cache
+        return self.step.next_logits(self.model, input_ids, cache, **batch)
 
     def token(self, token_id: int) -> tuple[str, list[int]]:
         """A token's text and its bytes, for OpenAI's logprob entries."""
@@ -161,7 +155,6 @@ def load_model(
         model = PeftModel.from_pretrained(model, adapter)
     model.to(device).eval()
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    parameters = inspect.signature(base.forward).parameters
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,
@@ -171,8 +164,7 @@ def load_model(
         device=device,
         eos_ids=_eos_ids(model, tokenizer),
         max_positions=getattr(base.config, "max_position_embeddings", None),
-        cache_kwarg="cache" if "cache" in parameters else "past_key_values",
-        trims_logits="logits_to_keep" in parameters,
+        step=ForwardStep.of(model),
         tokens=TokenTable(tokenizer),
     )
 
