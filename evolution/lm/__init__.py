@@ -6,6 +6,7 @@ ids than it is served with.
 - `bytes`: GPT-2's byte table, how byte-level vocabularies write bytes as characters.
 - `tokens`: each token's text and bytes (`TokenTable`).
 - `step`: one forward step with a KV cache, under the name the model takes it by.
+- `guide`: the tool-call guide of each set of offered tool names (`ToolCallGuides`).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from typing import Any
 
 from atdp.tool_text import ToolCallGuide
 from evolution.lm import prompt_ids as render_prompt
+from evolution.lm.guide import ToolCallGuides
 from evolution.lm.step import ForwardStep
 from evolution.lm.tokens import TokenTable
 
@@ -45,8 +46,8 @@ class Policy:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self._step = ForwardStep.of(model)
         self._caches = self._step.caches  # a megatron view, say, takes no KV cache
-        self.tokens = TokenTable(tokenizer)  # each token's text, for the tool-call guide
-        self._guides: dict[tuple[str, ...], ToolCallGuide] = {}
+        self.tokens = TokenTable(tokenizer)
+        self.guides = ToolCallGuides(self.tokens)
 
     @classmethod
     def load(cls, directory: str | Path, *, device: str = "cpu") -> Policy:
@@ -118,7 +119,7 @@ class Policy:
         """
         import torch
 
-        guides = [self._guide(names) for names in (tool_names or [()] * len(prompts))]
+        guides = [self.guides.get(names) for names in (tool_names or [()] * len(prompts))]
         rows = [(g, i * n, (i + 1) * n) for i, g in enumerate(guides) if g is not None]
         width = max(len(p) for p in prompts)
         padded = any(len(p) < width for p in prompts)
@@ -169,14 +170,6 @@ class Policy:
                 logits, cache = self._step.next_logits(self.model, token[:, None], cache, **extra)
         completions = [self._completion(row, tokens, logprobs) for row in range(len(written))]
         return [completions[i * n : (i + 1) * n] for i in range(len(prompts))]
-
-    def _guide(self, tool_names: Sequence[str]) -> ToolCallGuide | None:
-        key = tuple(sorted(set(tool_names)))
-        if not key:
-            return None
-        if key not in self._guides:
-            self._guides[key] = ToolCallGuide(key, self.tokens.texts())
-        return self._guides[key]
 
     def _completion(self, row: int, tokens: list, logprobs: list) -> Completion:
         ids: list[int] = []

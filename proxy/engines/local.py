@@ -50,6 +50,7 @@ from atdp.tool_text import (
     partial_suffix,
 )
 from evolution.lm import prompt_ids as render_prompt
+from evolution.lm.guide import ToolCallGuides
 from evolution.lm.step import ForwardStep
 from evolution.lm.tokens import TokenTable
 from proxy.engines.base import UpstreamEngine, UpstreamError, UpstreamTimeout
@@ -94,7 +95,7 @@ class LoadedModel:
     max_positions: int | None
     step: ForwardStep
     tokens: TokenTable
-    _guides: dict[tuple[str, ...], ToolCallGuide] = field(default_factory=dict, repr=False)
+    guides: ToolCallGuides
 
     @functools.cached_property
     def decoder(self) -> _Decoder:
@@ -111,17 +112,6 @@ class LoadedModel:
     def token(self, token_id: int) -> tuple[str, list[int]]:
         """A token's text and its bytes, for OpenAI's logprob entries."""
         return self.tokens.token(token_id)
-
-    def guide(self, names: tuple[str, ...]) -> ToolCallGuide | None:
-        """The tool-call guide for these offered names (made once per set); None for none."""
-        key = tuple(sorted(set(names)))
-        if not key:
-            return None
-        if key not in self._guides:
-            if len(self._guides) >= 64:  # agents offer few tool sets; bound it all the same
-                self._guides.pop(next(iter(self._guides)))
-            self._guides[key] = ToolCallGuide(key, self.tokens.texts())
-        return self._guides[key]
 
 
 def load_model(
@@ -155,6 +145,7 @@ def load_model(
         model = PeftModel.from_pretrained(model, adapter)
     model.to(device).eval()
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    tokens = TokenTable(tokenizer)
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,
@@ -165,7 +156,8 @@ def load_model(
         eos_ids=_eos_ids(model, tokenizer),
         max_positions=getattr(base.config, "max_position_embeddings", None),
         step=ForwardStep.of(model),
-        tokens=TokenTable(tokenizer),
+        tokens=tokens,
+        guides=ToolCallGuides(tokens),
     )
 
 
@@ -470,7 +462,7 @@ class _Decoder:
         loaded, n = self.loaded, job.sampling.n
         job.choices = [Choice(index=i) for i in range(n)]
         job.generator = torch.Generator(device=loaded.device).manual_seed(job.sampling.seed)
-        job.guide = loaded.guide(job.sampling.tool_names)
+        job.guide = loaded.guides.get(job.sampling.tool_names)
         inputs = torch.tensor([job.prompt] * n, device=loaded.device)
         logits, cache = loaded.next_logits(inputs, None)
         tokens = job.take(loaded, logits)
