@@ -7,6 +7,7 @@ ids than it is served with.
 - `tokens`: each token's text and bytes (`TokenTable`).
 - `step`: one forward step with a KV cache, under the name the model takes it by.
 - `guide`: the tool-call guide of each set of offered tool names (`ToolCallGuides`).
+- `sampling`: the next token drawn, with its logprob under the tempered distribution.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from typing import Any
 from atdp.tool_text import ToolCallGuide
 from evolution.lm import prompt_ids as render_prompt
 from evolution.lm.guide import ToolCallGuides
+from evolution.lm.sampling import draw, logprobs_of
 from evolution.lm.step import ForwardStep
 from evolution.lm.tokens import TokenTable
 
@@ -145,16 +146,10 @@ class Policy:
             extra = {key: value.repeat_interleave(n, dim=0) for key, value in extra.items()}
             while True:
                 drawn = _restricted(logits, written, rows)
-                if temperature > 0:
-                    logp = torch.log_softmax(logits / temperature, dim=-1)
-                    probs = torch.softmax(drawn / temperature, dim=-1)
-                    token = torch.multinomial(probs, 1, generator=generator).squeeze(1)
-                else:
-                    logp = torch.log_softmax(logits, dim=-1)
-                    token = drawn.argmax(dim=-1)
+                token, logp = draw(logits, drawn, temperature=temperature, generator=generator)
                 token = torch.where(finished, torch.full_like(token, self.pad_id), token)
                 tokens.append(token)
-                logprobs.append(logp.gather(1, token[:, None]).squeeze(1))
+                logprobs.append(logprobs_of(logp, token))
                 finished |= token == self.eos_id
                 if bool(finished.all()) or len(tokens) == max_new_tokens:
                     break

@@ -51,6 +51,7 @@ from atdp.tool_text import (
 )
 from evolution.lm import prompt_ids as render_prompt
 from evolution.lm.guide import ToolCallGuides
+from evolution.lm.sampling import draw, logprobs_of
 from evolution.lm.step import ForwardStep
 from evolution.lm.tokens import TokenTable
 from proxy.engines.base import UpstreamEngine, UpstreamError, UpstreamTimeout
@@ -365,7 +366,13 @@ class _Job:
         """Sample this job's next tokens from its rows' logits; returns them."""
         texts = [c.written for c in self.choices]
         drawn = self.guide.restrict(logits, texts) if self.guide else logits
-        tokens, logprobs = _pick(logits, drawn, self.sampling, self.generator)
+        tokens, logprobs = draw(
+            logits,
+            drawn,
+            temperature=self.sampling.temperature,
+            top_p=self.sampling.top_p,
+            generator=self.generator,
+        )
         streaming = self.on_step is not None
         steps = _advance(loaded, self.choices, tokens, logprobs, self.sampling, streaming=streaming)
         if self.on_step is not None:
@@ -635,23 +642,6 @@ def _select_cache(cache: Any, rows: Any, start: int) -> None:
         layer.values = layer.values[rows, :, start:]
 
 
-def _pick(logits: Any, drawn: Any, sampling: Sampling, generator: Any) -> tuple[Any, Any]:
-    """The next token of each row, drawn from `drawn` (the logits, or the guide's restriction
-    of them), and the log-distribution of the model's own logits it is reported under."""
-    import torch
-
-    if sampling.temperature == 0:
-        return drawn.argmax(-1), torch.log_softmax(logits, -1)
-    logprobs = torch.log_softmax(logits / sampling.temperature, -1)
-    probs = logprobs.exp() if drawn is logits else torch.softmax(drawn / sampling.temperature, -1)
-    if sampling.top_p < 1:
-        ranked, order = probs.sort(-1, descending=True)
-        # Keep the smallest head whose mass reaches top_p (the first token always).
-        ranked[ranked.cumsum(-1) - ranked > sampling.top_p] = 0
-        probs = torch.zeros_like(probs).scatter(-1, order, ranked)
-    return torch.multinomial(probs, 1, generator=generator).squeeze(-1), logprobs
-
-
 def _advance(
     loaded: LoadedModel,
     choices: list[Choice],
@@ -663,7 +653,7 @@ def _advance(
 ) -> list[Step]:
     """Record the sampled tokens of the choices still running."""
     ids = tokens.tolist()
-    chosen = logprobs.gather(-1, tokens[:, None]).squeeze(-1).tolist()
+    chosen = logprobs_of(logprobs, tokens).tolist()
     top: list[list] = [[] for _ in choices]
     if sampling.top_logprobs:
         values, indices = logprobs.topk(sampling.top_logprobs, dim=-1)
