@@ -2,6 +2,7 @@
 (`evolution/rl/`): what both must do the same way, or a model is trained on other token
 ids than it is served with.
 
+- `checkpoint`: a causal LM and its tokenizer loaded from a checkpoint, with an adapter.
 - `render`: a chat request (messages in OpenAI's shapes, tools) as the prompt's token ids.
 - `bytes`: GPT-2's byte table, how byte-level vocabularies write bytes as characters.
 - `tokens`: each token's text and bytes (`TokenTable`).

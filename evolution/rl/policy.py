@@ -15,6 +15,7 @@ from typing import Any
 
 from atdp.tool_text import ToolCallGuide
 from evolution.lm import prompt_ids as render_prompt
+from evolution.lm.checkpoint import load_checkpoint
 from evolution.lm.guide import ToolCallGuides
 from evolution.lm.sampling import draw, logprobs_of
 from evolution.lm.step import ForwardStep
@@ -52,10 +53,8 @@ class Policy:
 
     @classmethod
     def load(cls, directory: str | Path, *, device: str = "cpu") -> Policy:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(directory)
-        model = AutoModelForCausalLM.from_pretrained(directory).to(device)
+        """The checkpoint in `directory`, loaded as the local engine loads it (float32)."""
+        model, tokenizer = load_checkpoint(directory, device=device)
         return cls(model, tokenizer)
 
     @property

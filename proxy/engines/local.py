@@ -50,6 +50,7 @@ from atdp.tool_text import (
     partial_suffix,
 )
 from evolution.lm import prompt_ids as render_prompt
+from evolution.lm.checkpoint import eos_ids, load_checkpoint, max_positions
 from evolution.lm.guide import ToolCallGuides
 from evolution.lm.sampling import draw, logprobs_of
 from evolution.lm.step import ForwardStep
@@ -127,25 +128,9 @@ def load_model(
 
     Blocking (seconds for a real model): call it in a worker thread.
     """
-    torch, transformers = _import_train_stack()
     checkpoint_dir = Path(checkpoint_dir)
     adapter = Path(adapter_dir) if adapter_dir else None
-    for path in [checkpoint_dir, *([adapter] if adapter else [])]:
-        if not path.is_dir():
-            raise FileNotFoundError(f"{path} is not a directory")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError(f"device {device!r} asked for, but torch sees no CUDA device")
-    tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint_dir)
-    dtype_kwarg = "dtype" if _transformers_major(transformers) >= 5 else "torch_dtype"
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        checkpoint_dir, **{dtype_kwarg: getattr(torch, dtype)}
-    )
-    if adapter is not None:
-        from peft import PeftModel
-
-        model = PeftModel.from_pretrained(model, adapter)
-    model.to(device).eval()
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    model, tokenizer = load_checkpoint(checkpoint_dir, adapter, device=device, dtype=dtype)
     tokens = TokenTable(tokenizer)
     return LoadedModel(
         model=model,
@@ -154,35 +139,12 @@ def load_model(
         checkpoint_dir=checkpoint_dir,
         adapter_dir=adapter,
         device=device,
-        eos_ids=_eos_ids(model, tokenizer),
-        max_positions=getattr(base.config, "max_position_embeddings", None),
+        eos_ids=eos_ids(model, tokenizer),
+        max_positions=max_positions(model),
         step=ForwardStep.of(model),
         tokens=tokens,
         guides=ToolCallGuides(tokens),
     )
-
-
-def _import_train_stack() -> tuple[Any, Any]:
-    try:
-        import torch
-        import transformers
-    except ImportError as error:
-        raise RuntimeError(
-            f"the local engine needs torch and transformers ({error}); "
-            "install the `train` extra: pip install 'evoplane[train]'"
-        ) from error
-    return torch, transformers
-
-
-def _transformers_major(transformers: Any) -> int:
-    return int(transformers.__version__.split(".")[0])
-
-
-def _eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:
-    """Every token that ends a turn: the generation config's (one or a list) and the tokenizer's."""
-    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    ids = configured if isinstance(configured, list) else [configured]
-    return frozenset(i for i in [*ids, tokenizer.eos_token_id] if i is not None)
 
 
 # --- the request ------------------------------------------------------------------------
