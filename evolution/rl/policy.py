@@ -4,6 +4,8 @@ Two numbers matter to RL and both come from here: the token ids a completion is 
 the log-probability of each under the policy. `sample` returns them for new group samples;
 `token_logprobs` recomputes them for any (prompt, completion) pair, which is how the trainer
 checks that ids and logprobs recorded by the gateway are the model's own (ratio 1 on-policy).
+Loading, the forward step, the draw and the tool-call guides are the model runtime's
+(`evolution.lm`), the same the local engine serves with; batching groups is this module's.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 
 from atdp.tool_text import ToolCallGuide
 from evolution.lm import prompt_ids as render_prompt
-from evolution.lm.checkpoint import load_checkpoint
+from evolution.lm.checkpoint import eos_ids, load_checkpoint
 from evolution.lm.guide import ToolCallGuides
 from evolution.lm.sampling import draw, logprobs_of
 from evolution.lm.step import ForwardStep
@@ -45,6 +47,9 @@ class Policy:
         self.model = model
         self.tokenizer = tokenizer
         self.eos_id = tokenizer.eos_token_id
+        # Every token that ends a turn, as the local engine stops at them (a Qwen checkpoint's
+        # generation config names <|endoftext|> besides the tokenizer's <|im_end|>).
+        self.eos_ids = eos_ids(model, tokenizer)
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self._step = ForwardStep.of(model)
         self._caches = self._step.caches  # a megatron view, say, takes no KV cache
@@ -134,6 +139,7 @@ class Policy:
             # Positions matter to models with absolute ones; rotary ones only see distances.
             extra = {"attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp(min=0)}
         written = [""] * (len(prompts) * n)  # each row's text so far, for the guides
+        ends = torch.tensor(sorted(self.eos_ids), dtype=torch.long, device=self.device)
         finished = torch.zeros(len(written), dtype=torch.bool, device=self.device)
         tokens: list[torch.Tensor] = []
         logprobs: list[torch.Tensor] = []
@@ -149,7 +155,7 @@ class Policy:
                 token = torch.where(finished, torch.full_like(token, self.pad_id), token)
                 tokens.append(token)
                 logprobs.append(logprobs_of(logp, token))
-                finished |= token == self.eos_id
+                finished |= torch.isin(token, ends)
                 if bool(finished.all()) or len(tokens) == max_new_tokens:
                     break
                 if rows:
@@ -171,9 +177,9 @@ class Policy:
         for token, logp in zip(tokens, logprobs, strict=True):
             ids.append(int(token[row]))
             lps.append(float(logp[row]))
-            if ids[-1] == self.eos_id:
+            if ids[-1] in self.eos_ids:
                 break
-        text = self.tokenizer.decode([t for t in ids if t != self.eos_id])
+        text = self.tokenizer.decode([t for t in ids if t not in self.eos_ids])
         return Completion(token_ids=ids, logprobs=lps, text=text)
 
     def token_logprobs(

@@ -10,7 +10,9 @@ while the model writes the head of a tool call (`<tool_call>{"name": "...", "arg
 only tokens that keep it on that form with one of the offered tools' names (or the one
 `tool_choice` names) may be drawn, as the structural tags of vLLM and SGLang keep calls to
 real tools; the arguments stay the model's own. The RL trainer samples its groups the same
-way.
+way: loading, the forward step, the draw with its logprob, the guides and each token's bytes
+are the model runtime's (`evolution.lm`), shared with it; this module batches, streams and
+answers in OpenAI's shapes.
 
 Generation is a plain token loop with a KV cache (not `model.generate`), so the logprobs are
 exactly the model's own and each request draws from its own seeded `torch.Generator`: the

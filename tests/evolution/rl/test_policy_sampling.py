@@ -100,3 +100,21 @@ def test_scoring_after_a_shared_prompt_matches_scoring_each_pair_whole(policy, p
     assert len(shared_grads) == len(whole_grads) > 0
     for a, b in zip(shared_grads, whole_grads, strict=True):
         assert torch.allclose(a, b, atol=1e-4, rtol=1e-3)
+
+
+def test_a_completion_ends_at_every_end_of_turn_token_the_engine_stops_at(policy, prompts) -> None:
+    """A generation config may name more end-of-turn tokens than the tokenizer's one."""
+    (alone,) = policy.sample(prompts[0], 1, max_new_tokens=24, temperature=0)
+    ids = alone.token_ids
+    other = ids[3]
+    config = policy.model.generation_config
+    config.eos_token_id, before = [policy.eos_id, other], config.eos_token_id
+    try:
+        (ended,) = Policy(policy.model, policy.tokenizer).sample(
+            prompts[0], 1, max_new_tokens=24, temperature=0
+        )
+    finally:
+        config.eos_token_id = before
+    assert ended.token_ids == ids[: ids.index(other) + 1]
+    assert ended.logprobs == pytest.approx(alone.logprobs[: len(ended.token_ids)], abs=1e-5)
+    assert ended.text == policy.tokenizer.decode(ids[: ids.index(other)])
