@@ -126,18 +126,7 @@ class Policy:
 
         guides = [self.guides.get(names) for names in (tool_names or [()] * len(prompts))]
         rows = [(g, i * n, (i + 1) * n) for i, g in enumerate(guides) if g is not None]
-        width = max(len(p) for p in prompts)
-        padded = any(len(p) < width for p in prompts)
-        ids = torch.tensor(
-            [[self.pad_id] * (width - len(p)) + list(p) for p in prompts], device=self.device
-        )
-        extra: dict[str, Any] = {}
-        if padded:
-            mask = torch.tensor(
-                [[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self.device
-            )
-            # Positions matter to models with absolute ones; rotary ones only see distances.
-            extra = {"attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp(min=0)}
+        ids, extra = _left_padded(prompts, self.pad_id, self.device)
         written = [""] * (len(prompts) * n)  # each row's text so far, for the guides
         ends = torch.tensor(sorted(self.eos_ids), dtype=torch.long, device=self.device)
         finished = torch.zeros(len(written), dtype=torch.bool, device=self.device)
@@ -161,12 +150,7 @@ class Policy:
                 if rows:
                     pieces = [self.tokens.texts()[t] for t in token.tolist()]
                     written = [text + piece for text, piece in zip(written, pieces, strict=True)]
-                if padded:
-                    mask = extra["attention_mask"]
-                    extra = {
-                        "attention_mask": torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1),
-                        "position_ids": extra["position_ids"][:, -1:] + 1,
-                    }
+                extra = _one_more(extra)
                 logits, cache = self._step.next_logits(self.model, token[:, None], cache, **extra)
         completions = [self._completion(row, tokens, logprobs) for row in range(len(written))]
         return [completions[i * n : (i + 1) * n] for i in range(len(prompts))]
@@ -233,6 +217,35 @@ class Policy:
         cache.batch_repeat_interleave(rows)
         rest, _ = self._step.run(self.model, completions[:, :-1], cache)
         return torch.cat([first, rest], dim=1)
+
+
+def _left_padded(
+    prompts: Sequence[Sequence[int]], pad_id: int, device: Any
+) -> tuple[Any, dict[str, Any]]:
+    """`prompts` as one batch of ids padded on the left, and what makes each row read as it
+    would alone: its attention mask and positions from its first real token (none unpadded)."""
+    import torch
+
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[pad_id] * (width - len(p)) + list(p) for p in prompts], device=device)
+    if all(len(p) == width for p in prompts):
+        return ids, {}
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+    # Positions matter to models with absolute ones; rotary ones only see distances.
+    return ids, {"attention_mask": mask, "position_ids": (mask.cumsum(-1) - 1).clamp(min=0)}
+
+
+def _one_more(padding: dict[str, Any]) -> dict[str, Any]:
+    """A padded batch's mask and positions for its next token (nothing for none)."""
+    import torch
+
+    if not padding:
+        return padding
+    mask = padding["attention_mask"]
+    return {
+        "attention_mask": torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1),
+        "position_ids": padding["position_ids"][:, -1:] + 1,
+    }
 
 
 def _restricted(logits: Any, written: list[str], rows: list[tuple[ToolCallGuide, int, int]]) -> Any:
