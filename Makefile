@@ -16,7 +16,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 # cannot read a cache compiles every module it imports, about 15 s more for each service.
 unexport PYTHONDONTWRITEBYTECODE
 WARM_GATEWAY := import torch, transformers, peft, transformers.models.qwen2.modeling_qwen2, \
-	proxy.app, evolution.rl.trainer, evoplane.cli, evoplane.demo.runner
+	proxy.app, evolution.rl.backends.torch, evoplane.cli, evoplane.demo.runner
 WARM_CONTROL := import mlflow, mlflow.server, mlflow.server.handlers, dspy, litellm, alembic, \
 	mlflow.store.tracking.sqlalchemy_store, temporalio.worker, evoplane.worker, \
 	evoplane.control, activities.evolution

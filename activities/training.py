@@ -57,7 +57,8 @@ class TrainingActivities:
     @activity.defn
     def train_policy(self, request: CandidateRequest) -> Candidate:
         """Train the parent's weights on the window; resumes from its last checkpoint."""
-        from evolution.rl.trainer import train, use_threads
+        from evolution.rl.backends.torch import use_threads
+        from evolution.rl.trainer import train
 
         parent, settings, prompts = self._inputs(request)
         train_prompts, held_out = self._split(prompts, settings)
@@ -165,8 +166,8 @@ class TrainingActivities:
         return (train_set or usable), held_out
 
     def _held_out_reward(self, checkpoint: Path, held_out: list, reward: Any, config: Any):
+        from evolution.rl.evaluation import evaluate
         from evolution.rl.policy import Policy
-        from evolution.rl.trainer import evaluate
 
         if not held_out:
             return None
@@ -274,7 +275,7 @@ def _previous_heartbeat() -> dict[str, Any] | None:
 
 
 def _checkpoint_step(out_dir: Path) -> int:
-    from evolution.rl.trainer import latest_checkpoint
+    from evolution.rl.checkpoints import latest_checkpoint
 
     latest = latest_checkpoint(out_dir)
     return int(latest.name.removeprefix("step-")) if latest else 0

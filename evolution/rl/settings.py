@@ -11,8 +11,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evolution.rl.config import LoraSettings, TrainConfig
 from evolution.rl.objectives import ObjectiveConfig
-from evolution.rl.trainer import LoraSettings, TrainConfig
 
 __all__ = ["TrainingSettings"]
 

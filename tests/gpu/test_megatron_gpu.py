@@ -70,8 +70,10 @@ def test_train_megatron_steps_checkpoints_and_resumes(checkpoints, tmp_path, spe
     import torch
     from transformers import AutoModelForCausalLM
 
-    from evolution.rl.megatron import train_megatron
-    from evolution.rl.trainer import TrainConfig, latest_checkpoint
+    from evolution.rl.backends.megatron import megatron_models
+    from evolution.rl.checkpoints import latest_checkpoint
+    from evolution.rl.config import TrainConfig
+    from evolution.rl.loop import run_training
 
     base = checkpoints[0]
     config = TrainConfig(
@@ -85,7 +87,8 @@ def test_train_megatron_steps_checkpoints_and_resumes(checkpoints, tmp_path, spe
         checkpoint_every=1,
         include_recorded=False,
     )
-    result = train_megatron(base, tmp_path, PROMPTS, letters, config, spec=spec)
+    megatron = megatron_models(config, spec=spec)
+    result = run_training(megatron, base, tmp_path, PROMPTS, letters, config)
     assert [m.step for m in result.history] == [1, 2]
     assert all(math.isfinite(m.loss) and m.groups_used >= 1 for m in result.history)
     # Fresh samples are on-policy: the HF sampler and the megatron learner give the same
@@ -99,7 +102,7 @@ def test_train_megatron_steps_checkpoints_and_resumes(checkpoints, tmp_path, spe
         not torch.equal(a, b) for a, b in zip(start.parameters(), trained.parameters(), strict=True)
     )
 
-    more = train_megatron(base, tmp_path, PROMPTS, letters, replace(config, steps=3), spec=spec)
+    more = run_training(megatron, base, tmp_path, PROMPTS, letters, replace(config, steps=3))
     assert more.resumed_from == 2 and [m.step for m in more.history] == [3]
 
 
@@ -110,7 +113,7 @@ def test_a_megatron_step_converts_back_to_hf_with_the_same_logits(
     import torch
     from transformers import AutoModelForCausalLM
 
-    from evolution.rl.megatron import MegatronPolicy, initialise_parallel
+    from evolution.rl.backends.megatron import MegatronPolicy, initialise_parallel
     from evolution.rl.megatron_convert import megatron_to_hf
     from evolution.rl.objectives import ObjectiveConfig, policy_loss
 

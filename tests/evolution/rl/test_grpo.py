@@ -25,11 +25,13 @@ import pytest
 import torch
 
 from atdp.tool_text import parse_tool_calls
+from evolution.rl.config import TrainConfig
+from evolution.rl.evaluation import evaluate
 from evolution.rl.objectives import ObjectiveConfig
 from evolution.rl.policy import Policy
 from evolution.rl.rewards import ToolCallReward
 from evolution.rl.samples import RecordedPrompt, recorded_prompts
-from evolution.rl.trainer import TrainConfig, evaluate, train
+from evolution.rl.trainer import train
 from proxy.config import GatewayConfig
 from registry import create_db_engine, transaction, upgrade
 from tests.conftest import postgres_schema_url

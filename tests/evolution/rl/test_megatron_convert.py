@@ -216,7 +216,7 @@ def test_the_learner_view_gives_policy_the_gpt_models_logprobs(tiny) -> None:
     """
     from transformers import AutoTokenizer
 
-    from evolution.rl.megatron import _CausalLMView
+    from evolution.rl.backends.megatron import _CausalLMView
     from evolution.rl.policy import Policy
 
     tokenizer = AutoTokenizer.from_pretrained(tiny.name_or_path)
@@ -237,8 +237,8 @@ def test_the_learner_view_gives_policy_the_gpt_models_logprobs(tiny) -> None:
     importlib.util.find_spec("megatron") is not None, reason="megatron-core is installed here"
 )
 def test_megatron_backend_says_what_to_install_where_megatron_is_missing(tmp_path) -> None:
-    from evolution.rl.megatron import train_megatron
-    from evolution.rl.trainer import TrainConfig
+    from evolution.rl.config import TrainConfig
+    from evolution.rl.trainer import train
 
     with pytest.raises(ImportError, match=r"Python >= 3.12, CUDA and the gpu extra"):
-        train_megatron(tmp_path, tmp_path / "out", [], None, TrainConfig(backend="megatron"))
+        train(tmp_path, tmp_path / "out", [], None, TrainConfig(backend="megatron"))

@@ -2,7 +2,7 @@
 
 Same contract as `evolution.rl.trainer.train` (prompts in; `step-<N>/` checkpoints with
 `trainer_state.pt`; a full HF checkpoint in `final/`; `StepMetrics` per step), and the same
-group sampling, loss and checkpoint code: only the model that computes the loss differs.
+loop (`evolution.rl.loop`): only the model that computes the loss differs.
 
     HF checkpoint --hf_to_megatron--> GPTModel (learner: logits, loss, AdamW)
                                           | megatron_to_hf, every step, on the GPU
@@ -28,109 +28,60 @@ megatron-core needs Python >= 3.12 and CUDA, so it is imported inside the functi
 
 from __future__ import annotations
 
-import random
 import socket
-import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from evolution.rl.config import TrainConfig
+from evolution.rl.loop import OpenModels, TrainingModels
 from evolution.rl.megatron_convert import MegatronSpec, Qwen2Shape, hf_to_megatron, megatron_to_hf
 from evolution.rl.policy import Policy
-from evolution.rl.rewards import RewardFunction
-from evolution.rl.samples import RecordedPrompt
-from evolution.rl.trainer import (
-    StepMetrics,
-    TrainConfig,
-    TrainResult,
-    _final,
-    _restore,
-    _save,
-    draw_groups,
-    latest_checkpoint,
-    update_policy,
-)
+from evolution.rl.step import reference_policy
 
-__all__ = ["MEGATRON_MISSING", "MegatronPolicy", "initialise_parallel", "train_megatron"]
+__all__ = ["MEGATRON_MISSING", "MegatronPolicy", "initialise_parallel", "megatron_models"]
 
 MEGATRON_MISSING = (
     "megatron-core needs Python >= 3.12, CUDA and the gpu extra: pip install -e '.[train,gpu]'"
 )
 
 
-def train_megatron(
-    base: str | Path,
-    out_dir: str | Path,
-    prompts: Sequence[RecordedPrompt],
-    reward: RewardFunction,
-    config: TrainConfig,
-    *,
-    on_step: Callable[[StepMetrics], None] | None = None,
-    on_checkpoint: Callable[[int, Path], None] | None = None,
-    spec: MegatronSpec = "local",
-) -> TrainResult:
-    """Train the Qwen2-family policy in `base` with megatron-core; resumes like `train`.
+def megatron_models(config: TrainConfig, *, spec: MegatronSpec = "local") -> OpenModels:
+    """The megatron backend for `evolution.rl.loop.run_training`, once the job is known to fit.
 
     Args:
-        base / out_dir / prompts / reward / on_step / on_checkpoint: as `trainer.train`.
-        config: as `trainer.train`; full fine-tune only (LoRA runs on the torch backend).
-            A "cpu" device (the default) means the current GPU.
+        config: full fine-tune only (LoRA runs on the torch backend). A "cpu" device (the
+            default) means the current GPU.
         spec: megatron's layer spec: "local" (megatron-core modules) or "te" (Transformer
             Engine, fused norms and kernels; needs transformer_engine).
     """
     _require_megatron()
-    import torch
-
     if config.lora is not None:
         raise ValueError(
             "the megatron backend fine-tunes all weights; LoRA runs on the torch backend"
         )
-    usable = [p for p in prompts if p.reference is not None]
-    if not usable:
-        raise ValueError(
-            "no training prompt has a reference action: the window holds no rewarded tool "
-            "call to learn from"
-        )
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    return partial(_megatron_models, spec=spec)
+
+
+def _megatron_models(
+    base: Path, resume: Path | None, config: TrainConfig, *, spec: MegatronSpec
+) -> TrainingModels:
+    """The megatron learner and its HF twin (from `resume` when a job resumes)."""
+    import torch
+
     device = _device(config)
     torch.manual_seed(config.seed)
     initialise_parallel(config.seed, device)
-    resume = latest_checkpoint(out_dir)
     policy = MegatronPolicy.load(resume or base, spec=spec, device=device)
-    reference = _reference(Path(base), config, device)
-    optimiser = torch.optim.AdamW(policy.learner.model.parameters(), lr=config.learning_rate)
-    rng = random.Random(config.seed)
-    generator = torch.Generator(device=device).manual_seed(config.seed)
-    start = _restore(resume, optimiser, rng, generator) if resume is not None else 0
-    history: list[StepMetrics] = []
-    for step in range(start + 1, config.steps + 1):
-        began = time.perf_counter()
-        # Sampled with the synced twin, learned with megatron.
-        groups = draw_groups(policy.sync(), usable, rng, reward, config, generator)
-        metrics = update_policy(policy.learner, reference, optimiser, groups, config)
-        metrics = StepMetrics(step=step, seconds=time.perf_counter() - began, **metrics)
-        history.append(metrics)
-        if on_step is not None:
-            on_step(metrics)
-        if step % config.checkpoint_every == 0 or step == config.steps:
-            path = _save(policy.sync(), out_dir, step, optimiser, rng, generator, config)
-            if on_checkpoint is not None:
-                on_checkpoint(step, path)
-    final = _final(policy.sync(), out_dir, config)
-    return TrainResult(checkpoint=final, steps=config.steps, resumed_from=start, history=history)
-
-
-def _reference(base: Path, config: TrainConfig, device: str) -> Policy | None:
-    """The frozen parent weights for the KL penalty (the base, also after a resume)."""
-    wants_kl = config.reference_kl or config.objective.kind == "ppo" or config.objective.kl_coef
-    if not wants_kl:
-        return None
-    reference = Policy.load(base, device=device)
-    reference.model.requires_grad_(False).eval()
-    return reference
+    return TrainingModels(
+        learner=policy.learner,
+        sampler=policy.sync,  # sampled with the synced twin, learned with megatron
+        reference=reference_policy(base, config, device),
+        optimiser=torch.optim.AdamW(policy.learner.model.parameters(), lr=config.learning_rate),
+        device=device,
+    )
 
 
 # --- the model pair -----------------------------------------------------------------------
