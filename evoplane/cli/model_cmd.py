@@ -19,8 +19,8 @@ def init_tiny(
 ) -> None:
     """Build a tiny Qwen2 (0.56M parameters) with a byte-level tokenizer; no downloads."""
     try:
-        from evolution.rl.tiny import TinyModelSpec
-        from evolution.rl.tiny import init_tiny as build
+        from evoplane.demo.tiny import TinyModelSpec
+        from evoplane.demo.tiny import init_tiny as build
     except ImportError as error:  # pragma: no cover - depends on the install
         raise typer.BadParameter(
             f"{error.name} is missing: install the train extra (make install)"

@@ -357,7 +357,7 @@ def warm_start(
 
     from evolution.rl.policy import Policy
     from evolution.rl.sft import supervised_finetune
-    from evolution.rl.tiny import TinyModelSpec, init_tiny
+    from evoplane.demo.tiny import TinyModelSpec, init_tiny
 
     config = config or WarmStartConfig()
     torch.set_num_threads(config.threads)

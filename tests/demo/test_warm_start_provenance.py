@@ -28,7 +28,7 @@ def provenance() -> dict:
 
 
 def test_the_checkpoint_was_made_by_this_script_with_its_defaults(provenance: dict) -> None:
-    from evolution.rl.tiny import TinyModelSpec
+    from evoplane.demo.tiny import TinyModelSpec
 
     config = WarmStartConfig()
     assert provenance["script"] == "evoplane.demo.warm_start"

@@ -18,7 +18,7 @@ def checkpoints(tmp_path_factory) -> tuple[Path, Path]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from evolution.rl.tiny import init_tiny
+    from evoplane.demo.tiny import init_tiny
 
     root = tmp_path_factory.mktemp("tiny")
     base = init_tiny(root / "base")

@@ -16,7 +16,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from atdp.tool_text import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, ToolCallStream, parse_tool_calls
-from evolution.rl.tiny import TinyModelSpec, init_tiny
+from evoplane.demo.tiny import TinyModelSpec, init_tiny
 from proxy.engines import LocalEngine, UpstreamError, UpstreamTimeout
 from proxy.engines.local import LoadedModel, Sampling, _Job, load_model, prompt_ids
 from proxy.streaming import assemble_chunks

@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from atdp import ModelRef, VersionSpec
-from evolution.rl.tiny import TinyModelSpec, init_tiny
+from evoplane.demo.tiny import TinyModelSpec, init_tiny
 from proxy.config import GatewayConfig
 from proxy.engines.local import load_model
 from proxy.gateway import Gateway

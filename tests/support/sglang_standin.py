@@ -4,7 +4,7 @@ SGLang needs a GPU, so CPU tests of SGLangEngine and SGLangAdmin run against thi
 SGLang. It answers only the endpoints and payload shapes read from SGLang 0.5.x's sources
 (python/sglang/srt/entrypoints/http_server.py, openai/protocol.py, openai/serving_chat.py,
 managers/io_struct.py). Texts are ScriptedUpstream's echoes, tokenised one byte per token like
-evolution/rl/tiny.py's tokenizer, then the stop token. The GPU tests in tests/gpu/ check the
+evoplane/demo/tiny.py's tokenizer, then the stop token. The GPU tests in tests/gpu/ check the
 same client code against real SGLang.
 
     with SGLangStandIn(weight_version="base") as sglang:

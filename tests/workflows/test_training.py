@@ -25,7 +25,7 @@ from atdp import (
     VersionSpec,
 )
 from evolution.decision import Action
-from evolution.rl.tiny import TinyModelSpec, init_tiny
+from evoplane.demo.tiny import TinyModelSpec, init_tiny
 from registry import (
     Alias,
     add_rewards,

@@ -45,7 +45,7 @@ def _qwen2(heads: int, kv_heads: int, *, tied: bool, theta: float = 10000.0):
 def tiny(tmp_path_factory):
     from transformers import AutoModelForCausalLM
 
-    from evolution.rl.tiny import init_tiny
+    from evoplane.demo.tiny import init_tiny
 
     return AutoModelForCausalLM.from_pretrained(init_tiny(tmp_path_factory.mktemp("tiny")))
 

@@ -9,7 +9,7 @@ pytest.importorskip("transformers")
 import torch  # noqa: E402
 
 from evolution.rl.policy import Policy  # noqa: E402
-from evolution.rl.tiny import TinyModelSpec, init_tiny  # noqa: E402
+from evoplane.demo.tiny import TinyModelSpec, init_tiny  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

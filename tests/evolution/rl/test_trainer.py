@@ -18,8 +18,8 @@ from evolution.rl.checkpoints import latest_checkpoint  # noqa: E402
 from evolution.rl.config import LoraSettings, TrainConfig  # noqa: E402
 from evolution.rl.objectives import ObjectiveConfig  # noqa: E402
 from evolution.rl.samples import RecordedPrompt  # noqa: E402
-from evolution.rl.tiny import TinyModelSpec, init_tiny  # noqa: E402
 from evolution.rl.trainer import train  # noqa: E402
+from evoplane.demo.tiny import TinyModelSpec, init_tiny  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("transformers")
 
-from evolution.rl.tiny import TinyModelSpec, byte_tokenizer, init_tiny  # noqa: E402
+from evoplane.demo.tiny import TinyModelSpec, byte_tokenizer, init_tiny  # noqa: E402
 
 TOKENIZER = byte_tokenizer()
 
