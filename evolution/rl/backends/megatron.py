@@ -1,8 +1,8 @@
-"""The megatron backend: the torch trainer's GRPO/PPO steps with a megatron-core model learning.
+"""The megatron backend: the shared GRPO/PPO loop with a megatron-core model learning.
 
-Same contract as `evolution.rl.trainer.train` (prompts in; `step-<N>/` checkpoints with
-`trainer_state.pt`; a full HF checkpoint in `final/`; `StepMetrics` per step), and the same
-loop (`evolution.rl.loop`): only the model that computes the loss differs.
+`evolution.rl.trainer.train` runs it for `backend="megatron"`; the loop (`evolution.rl.loop`),
+its `step-<N>/` and `final/` checkpoints and its `StepMetrics` are the torch backend's: only
+the model that computes the loss differs.
 
     HF checkpoint --hf_to_megatron--> GPTModel (learner: logits, loss, AdamW)
                                           | megatron_to_hf, every step, on the GPU
