@@ -138,4 +138,4 @@ def _group(
 
 
 def _text(policy: Policy, token_ids: Sequence[int]) -> str:
-    return policy.tokenizer.decode([t for t in token_ids if t != policy.eos_id])
+    return policy.tokenizer.decode([t for t in token_ids if t not in policy.eos_ids])

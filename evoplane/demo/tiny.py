@@ -16,6 +16,8 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from evolution.lm.bytes import byte_table
+
 __all__ = [
     "CHAT_TEMPLATE",
     "END_OF_TURN",
@@ -93,20 +95,8 @@ def byte_tokenizer():
 
 
 def _byte_table(alphabet: list[str]) -> dict[str, int]:
-    """GPT-2's byte-to-unicode map: printable bytes keep their character, the rest 256+."""
-    printable = {
-        *range(ord("!"), ord("~") + 1),
-        *range(ord("¡"), ord("¬") + 1),
-        *range(ord("®"), ord("ÿ") + 1),
-    }
-    table: dict[str, int] = {}
-    shifted = 0
-    for byte in range(256):
-        if byte in printable:
-            table[chr(byte)] = byte
-        else:
-            table[chr(256 + shifted)] = byte
-            shifted += 1
+    """GPT-2's byte map (`evolution.lm.bytes`), checked against the tokenizers library's."""
+    table = byte_table()
     if set(table) != set(alphabet):
         raise RuntimeError("the tokenizers ByteLevel alphabet is not GPT-2's byte map")
     return table
