@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlmodel import Session
-
 from atdp import agent_request
+from registry import Session, export_records
 
 __all__ = ["RecordedPrompt", "recorded_prompts", "split_holdout"]
 
@@ -63,8 +62,6 @@ def recorded_prompts(
     limit: int = 100_000,
 ) -> list[RecordedPrompt]:
     """The agent's training-eligible llm_calls from `tenants`, oldest first."""
-    from registry import export_records
-
     prompts: list[RecordedPrompt] = []
     for tenant in tenants:
         for record in export_records(session, tenant, agent, since=since, limit=limit):
