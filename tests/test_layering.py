@@ -1,0 +1,121 @@
+"""The structure holds: packages import only downwards, no modules import each other in a
+circle, and the control plane's plain functions stay free of Temporal."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# Lower never imports higher (README's layout table).
+FLOORS = {
+    "atdp": 1,
+    "registry": 2,
+    "evolution": 3,
+    "proxy": 4,
+    "activities": 5,
+    "workflows": 6,
+    "evoplane": 7,
+    "benchmarks": 8,
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def project_modules() -> dict[str, Path]:
+    return {
+        module_name(path): path
+        for package in FLOORS
+        for path in (ROOT / package).rglob("*.py")
+        if "__pycache__" not in path.parts
+    }
+
+
+def imported(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The project modules `path` imports, anywhere in it (lazy imports too)."""
+    package = module_name(path) if path.name == "__init__.py" else module_name(path.parent)
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*up, base] if base else up)
+            found.add(base)
+            found |= {f"{base}.{alias.name}" for alias in node.names}
+    return {name for name in found if name in modules}
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = project_modules()
+    return {name: imported(path, modules) - {name} for name, path in modules.items()}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_packages_import_only_downwards() -> None:
+    upward = sorted(
+        f"{source} -> {target}"
+        for source, targets in import_graph().items()
+        for target in targets
+        if FLOORS[target.split(".")[0]] > FLOORS[source.split(".")[0]]
+    )
+    assert upward == []
+
+
+def test_no_modules_import_each_other_in_a_circle() -> None:
+    # A package's __init__ re-exporting its own modules is not a circle of concepts.
+    graph = {
+        source: {t for t in targets if not source.startswith(f"{t}.")}
+        for source, targets in import_graph().items()
+    }
+    assert circles(graph) == []
+
+
+def test_the_plain_functions_never_import_temporal() -> None:
+    touching = sorted(
+        module_name(path)
+        for path in (ROOT / "evolution").rglob("*.py")
+        if "temporalio" in path.read_text()
+    )
+    assert touching == []
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert circles(graph) == [["a", "b", "c"]]
