@@ -1,7 +1,7 @@
 """A tiny Qwen2 causal LM with a byte-level tokenizer, made locally: no downloads.
 
-Tests and the demo need a real model that a 2-core machine trains in minutes. Measured (see
-E5): a 0.56M-parameter Qwen2 (hidden 128, 2 layers, 4 heads) learns intents and output
+Tests and the demo need a real model that a 2-core machine trains in minutes. Measured on this
+machine: a 0.56M-parameter Qwen2 (hidden 128, 2 layers, 4 heads) learns intents and output
 structure in 1-2 minutes of SFT; deeper or wider models were slower on CPU.
 
 The tokenizer maps each UTF-8 byte to one token (256) plus three specials, so any text round

@@ -1,4 +1,4 @@
-"""Serving and training render a request to the same token ids (E9: the train/serve skew).
+"""Serving and training render a request to the same token ids (no train/serve skew).
 
 The same recorded requests, in the shapes agents send (a developer message, content parts,
 tools, an assistant's tool call and its result), go through the local engine's rendering
