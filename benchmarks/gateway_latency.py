@@ -655,8 +655,14 @@ def _summary(row: dict[str, tuple[float, float, float, float, list[float]]]) -> 
 
 
 def _against_chat(row: dict) -> list[str]:
-    """The targets served by the same gateway as its chat completions, other than those."""
-    return [name for name in _LABELS if name in row and name in PROTOCOLS]
+    """The targets compared in pairs with this gateway's chat completions: its other APIs,
+    another checkout's gateway (`--compare`) and the gateway with OTel spans (`--otel`)."""
+    return [
+        name for name in _LABELS if name in row and (name in PROTOCOLS or name in _OTHER_GATEWAYS)
+    ]
+
+
+_OTHER_GATEWAYS = ("compared", "otel")
 
 
 def _report(args, rows, sweep, knee, capture_rate: float, capture_lost: int) -> list[str]:
