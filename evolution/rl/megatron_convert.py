@@ -1,44 +1,10 @@
 """HF <-> megatron-core weights for Qwen2-family models: pure torch, no megatron import.
 
 The megatron backend trains a megatron-core `GPTModel` while the gateway, SGLang and the
-registry speak Hugging Face checkpoints, so weights cross between the two names and layouts:
-
-    HF Qwen2ForCausalLM                          megatron-core GPTModel
-    model.embed_tokens.weight                    embedding.word_embeddings.weight
-    model.layers.N.self_attn.{q,k,v}_proj.*      decoder.layers.N.self_attention.linear_qkv.*
-    model.layers.N.self_attn.o_proj.weight       decoder.layers.N.self_attention.linear_proj.weight
-    model.layers.N.mlp.{gate,up}_proj.weight     decoder.layers.N.mlp.linear_fc1.weight
-    model.layers.N.mlp.down_proj.weight          decoder.layers.N.mlp.linear_fc2.weight
-    model.layers.N.input_layernorm.weight        .input_layernorm.weight (local spec)
-                                                 .self_attention.linear_qkv.layer_norm_weight (TE)
-    model.layers.N.post_attention_layernorm.*    .pre_mlp_layernorm.weight (local spec)
-                                                 .mlp.linear_fc1.layer_norm_weight (TE)
-    model.norm.weight                            decoder.final_layernorm.weight
-    lm_head.weight (untied only)                 output_layer.weight (untied only)
-
-Layout facts, checked against megatron-core 0.19.2 (the `megatron/core/` package):
-- `transformer/attention.py` (`SelfAttention.get_query_key_value_tensors`): `linear_qkv`'s
-  output is viewed as `[num_query_groups, (heads_per_group + 2) * head_dim]` and split into
-  `[heads_per_group * head_dim, head_dim, head_dim]`: per query group, that group's query
-  heads, then its key head, then its value head ("q1 q2 k1 v1 | q3 q4 k2 v2"). Query head i
-  belongs to group i // heads_per_group, and `transformer/dot_product_attention.py` repeats
-  k/v with `repeat_interleave`, the same grouping as HF's `repeat_kv`.
-- `transformer/mlp.py` (`MLP`, `glu`): with `gated_linear_unit` fc1 is twice ffn_hidden_size
-  wide and `torch.chunk(x, 2)` applies the activation to the first half: fc1 = [gate; up].
-- `models/gpt/gpt_layer_specs.py`: the local spec keeps `input_layernorm` and
-  `pre_mlp_layernorm` as modules (`WrappedTorchNorm`, `transformer/torch_norm.py`, which is
-  `torch.nn.RMSNorm` for RMSNorm); the Transformer Engine spec fuses them into
-  `TELayerNormColumnParallelLinear` (`extensions/transformer_engine.py`) as `linear_qkv` and
-  `linear_fc1`, whose norm weight is `layer_norm_weight`, and leaves `IdentityOp` in their place.
-- `models/gpt/gpt_model.py`: `embedding` is a `LanguageModelEmbedding` (`word_embeddings`),
-  `output_layer` a `ColumnParallelLinear` without bias whose weight is not allocated when
-  `share_embeddings_and_output_weights` (then the embedding is the output matrix);
-  `transformer/transformer_block.py` holds `final_layernorm`.
-- `rotary_base` and `position_embedding_type` are `GPTModel` arguments, not
-  `TransformerConfig` fields (`transformer/transformer_config.py` has no `rotary_base`), so
-  `Qwen2Shape` gives two sets of keyword arguments.
-
-Both directions only slice, concatenate and rename: a round trip is bitwise exact.
+registry speak Hugging Face checkpoints, so weights cross between the two names and layouts
+(the name table and the layout facts this code relies on, each checked against
+megatron-core's source: docs/megatron-weights.md). Both directions only slice, concatenate
+and rename: a round trip is bitwise exact.
 """
 
 from __future__ import annotations
