@@ -13,7 +13,7 @@ shadow gate's, which reads those copies alone.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from datetime import datetime
 from typing import Any
 
@@ -323,25 +323,33 @@ def window_rewards(session: Session, window: TrajectoryWindow) -> list[Reward]:
 
 def event_kinds(session: Session, event_ids: Collection[uuid.UUID]) -> dict[uuid.UUID, str]:
     """The kind of each of these events that exists."""
-    if not event_ids:
-        return {}
-    statement = select(EventRow.id, EventRow.kind).where(EventRow.id.in_(list(event_ids)))
-    return dict(session.execute(statement).all())
+    kinds: dict[uuid.UUID, str] = {}
+    for chunk in _chunks(event_ids):
+        statement = select(EventRow.id, EventRow.kind).where(EventRow.id.in_(chunk))
+        kinds.update(session.execute(statement).all())
+    return kinds
 
 
 def replies(
     session: Session, parent_ids: Collection[uuid.UUID], kind: EventKind = EventKind.USER_MESSAGE
 ) -> list[Event]:
-    """User-traffic events of `kind` caused by these events (e.g. the turn after an answer)."""
-    if not parent_ids:
-        return []
-    statement = (
-        select(EventRow.body)
-        .where(
-            EventRow.parent_id.in_(list(parent_ids)),
+    """User-traffic events of `kind` caused by these events (e.g. the turn after an answer),
+    oldest first."""
+    rows: list[tuple[Any, Any, dict]] = []
+    for chunk in _chunks(parent_ids):
+        statement = select(EventRow.created_at, EventRow.id, EventRow.body).where(
+            EventRow.parent_id.in_(chunk),
             EventRow.kind == kind.value,
             EventRow.traffic == Traffic.USER.value,
         )
-        .order_by(EventRow.created_at, EventRow.id)
-    )
-    return [Event.model_validate(body) for body in session.scalars(statement)]
+        rows += session.execute(statement).all()
+    rows.sort(key=lambda row: (row[0], str(row[1])))
+    return [Event.model_validate(body) for _, _, body in rows]
+
+
+def _chunks(ids: Collection[uuid.UUID], size: int = 10_000) -> Iterator[list[uuid.UUID]]:
+    """`ids` in lists of at most `size`: one statement binds each id as a parameter, and a
+    database takes only so many (PostgreSQL 65,535; SQLite 32,766 by default)."""
+    listed = list(ids)
+    for start in range(0, len(listed), size):
+        yield listed[start : start + size]
