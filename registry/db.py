@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -18,6 +18,7 @@ __all__ = [
     "create_db_engine",
     "describe_url",
     "dumps_json",
+    "id_chunks",
     "is_unreachable",
     "libpq_conninfo",
     "transaction",
@@ -155,3 +156,11 @@ def is_unreachable(error: BaseException) -> bool:
     return isinstance(
         error, sa.exc.OperationalError | sa.exc.InterfaceError | DatabaseUnavailableError
     ) or (isinstance(error, sa.exc.DBAPIError) and error.connection_invalidated)
+
+
+def id_chunks(ids: Collection, size: int = 10_000) -> Iterator[list]:
+    """`ids` in lists of at most `size`, for `IN (...)`: a statement binds each id as a
+    parameter, and a database takes only so many (PostgreSQL 65,535; SQLite 32,766)."""
+    listed = list(ids)
+    for start in range(0, len(listed), size):
+        yield listed[start : start + size]

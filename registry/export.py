@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from sqlmodel import Session, select
 
 from atdp import EventKind, MessageAction, Traffic, TrainingEligibility
+from registry.db import id_chunks
 from registry.rewards import effective_reward, list_rewards
 from registry.scope import TenantScope
 from registry.tables import EventRow, RewardRow, StoredResponseRow, TrajectoryRow
@@ -104,13 +105,15 @@ def _purge_events(session: Session, now: datetime) -> dict[str, int]:
         sa.delete(RewardRow).where(RewardRow.event_id.in_(expired_ids))
     ).rowcount
     events = session.execute(sa.delete(EventRow).where(is_expired)).rowcount
-    remaining = set(
-        session.exec(select(EventRow.trajectory_id).where(EventRow.trajectory_id.in_(touched)))
-    )
+    remaining: set = set()
+    for chunk in id_chunks(touched):
+        remaining |= set(
+            session.exec(select(EventRow.trajectory_id).where(EventRow.trajectory_id.in_(chunk)))
+        )
     emptied = touched - remaining
-    if emptied:
+    for chunk in id_chunks(emptied):
         rewards += session.execute(
-            sa.delete(RewardRow).where(RewardRow.trajectory_id.in_(emptied))
+            sa.delete(RewardRow).where(RewardRow.trajectory_id.in_(chunk))
         ).rowcount
-        session.execute(sa.delete(TrajectoryRow).where(TrajectoryRow.id.in_(emptied)))
+        session.execute(sa.delete(TrajectoryRow).where(TrajectoryRow.id.in_(chunk)))
     return {"events": events, "rewards": rewards, "trajectories": len(emptied)}

@@ -13,7 +13,7 @@ shadow gate's, which reads those copies alone.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import Session, select
 
 from atdp import Event, EventKind, Reward, Traffic
+from registry.db import id_chunks
 from registry.rewards import _reward
 from registry.tables import EventRow, RewardRow, TrajectoryRow
 
@@ -324,7 +325,7 @@ def window_rewards(session: Session, window: TrajectoryWindow) -> list[Reward]:
 def event_kinds(session: Session, event_ids: Collection[uuid.UUID]) -> dict[uuid.UUID, str]:
     """The kind of each of these events that exists."""
     kinds: dict[uuid.UUID, str] = {}
-    for chunk in _chunks(event_ids):
+    for chunk in id_chunks(event_ids):
         statement = select(EventRow.id, EventRow.kind).where(EventRow.id.in_(chunk))
         kinds.update(session.execute(statement).all())
     return kinds
@@ -336,7 +337,7 @@ def replies(
     """User-traffic events of `kind` caused by these events (e.g. the turn after an answer),
     oldest first."""
     rows: list[tuple[Any, Any, dict]] = []
-    for chunk in _chunks(parent_ids):
+    for chunk in id_chunks(parent_ids):
         statement = select(EventRow.created_at, EventRow.id, EventRow.body).where(
             EventRow.parent_id.in_(chunk),
             EventRow.kind == kind.value,
@@ -345,11 +346,3 @@ def replies(
         rows += session.execute(statement).all()
     rows.sort(key=lambda row: (row[0], str(row[1])))
     return [Event.model_validate(body) for _, _, body in rows]
-
-
-def _chunks(ids: Collection[uuid.UUID], size: int = 10_000) -> Iterator[list[uuid.UUID]]:
-    """`ids` in lists of at most `size`: one statement binds each id as a parameter, and a
-    database takes only so many (PostgreSQL 65,535; SQLite 32,766 by default)."""
-    listed = list(ids)
-    for start in range(0, len(listed), size):
-        yield listed[start : start + size]
