@@ -12,7 +12,6 @@ from evolution.analysis.measure import analyse_window, measure_window
 from evolution.analysis.records import WindowRecords, read_window
 from evolution.analysis.tool_errors import ARGUMENT_ERRORS, ROUTING_ERRORS, error_class_name
 from evolution.analysis.tool_parameter import tool_parameter
-from evolution.analysis.topic import topic
 from evolution.analysis.trajectories import tool_setup
 
 __all__ = [
@@ -26,5 +25,4 @@ __all__ = [
     "read_window",
     "tool_parameter",
     "tool_setup",
-    "topic",
 ]

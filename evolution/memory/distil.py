@@ -14,9 +14,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from evolution.analysis import topic
 from evolution.corrections import UserCorrection, specifics
 from evolution.corrections.meaning import terms
+from evolution.memory.topic import topic
 from registry.memory import memory_key
 
 __all__ = [

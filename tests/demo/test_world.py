@@ -57,8 +57,8 @@ def test_every_round_asks_what_its_shops_can_do() -> None:
 
 
 def test_a_correction_distils_to_the_fact_line_the_model_says() -> None:
-    from evolution.analysis import topic
     from evolution.memory.distil import fact_text
+    from evolution.memory.topic import topic
 
     for fact in FACTS.values():
         assert fact_text(fact.correction) == fact.line

@@ -1,4 +1,4 @@
-"""A missing fact's topic, the key facts and corrections about one thing share."""
+"""A fact's topic: the key that facts and corrections about one thing share."""
 
 from __future__ import annotations
 
