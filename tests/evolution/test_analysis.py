@@ -17,8 +17,8 @@ from evolution.analysis import (
     error_class_name,
     jensen_shannon,
     tool_setup,
-    topic,
 )
+from evolution.memory.topic import topic
 from evolution.stats import mean_interval, wilson_interval
 from evolution.window import FailureKind, RegressionDesign, WindowSpec
 from registry import Alias, NotFoundError, list_agents, set_alias, transaction
