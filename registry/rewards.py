@@ -16,6 +16,7 @@ from atdp import (
     RewardSource,
     ScalarValue,
 )
+from registry.db import id_chunks
 from registry.errors import InvalidRecordError, NotFoundError
 from registry.scope import TenantScope, scoped
 from registry.tables import EventRow, RewardRow, TrajectoryRow
@@ -207,10 +208,10 @@ def rewards_by_trajectory(
     """Every reward of each trajectory (on the whole and on its events), oldest first, in
     one query per 500 trajectories; trajectories without rewards are absent."""
     found: dict[uuid.UUID, list[Reward]] = {}
-    for start in range(0, len(trajectory_ids), 500):
+    for chunk in id_chunks(trajectory_ids, 500):
         statement = (
             select(RewardRow)
-            .where(RewardRow.trajectory_id.in_(trajectory_ids[start : start + 500]))
+            .where(RewardRow.trajectory_id.in_(chunk))
             .order_by(RewardRow.created_at, RewardRow.id)
         )
         for row in session.exec(statement):
