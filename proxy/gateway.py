@@ -118,12 +118,16 @@ def sealed_copies(
 
 @dataclass
 class Served:
-    """What a handled request produced, for the HTTP layer's headers."""
+    """What a handled request produced, for the HTTP layer's headers (and a stored
+    response: `redacted` says redaction found something in the recorded llm_call, the
+    request as the agent sent it or the answer; when it found nothing, neither holds
+    anything to redact)."""
 
     session: str
     trajectory_id: uuid.UUID
     event_id: uuid.UUID
     version_id: str
+    redacted: bool = False
 
 
 class Gateway:
@@ -480,6 +484,7 @@ class Gateway:
             state.trajectory.id,
             pending.draft_id,
             pending.exchange.version.id,
+            redacted=llm["governance"]["redaction"] == RedactionStatus.REDACTED,
         )
         if also is not None:
             records += also(served)

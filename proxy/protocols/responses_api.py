@@ -73,7 +73,7 @@ async def create_response(request: Request):
     storing = body.get("store", True) is not False
 
     def document(response: dict[str, Any]) -> dict[str, Any]:
-        return {"response": response, "input": _with_ids(body.get("input"))}
+        return {"response": response, "input": _with_ids(body.get("input"), context)}
 
     async def keep(served: Served, response: dict[str, Any]) -> None:
         if storing:
@@ -101,16 +101,16 @@ async def create_response(request: Request):
     )
 
 
-def _with_ids(value: Any) -> list[dict[str, Any]]:
-    """A request's input as the API lists its items: each with an id and, for messages, a
-    type and content parts."""
+def _with_ids(value: Any, context: responses.ResponseContext) -> list[dict[str, Any]]:
+    """A request's input as the API lists its items: each with an id (the response's own
+    where it had none) and, for messages, a type and content parts."""
     listed = []
     for item in responses.input_items(value):
         item = dict(item)
         kind = item.setdefault("type", "message")
         if "id" not in item:
             prefix = {"message": "msg", "function_call": "fc"}.get(kind, "item")
-            item["id"] = responses.new_response_id().replace("resp", prefix, 1)
+            item["id"] = context.item_id(prefix)
         if kind == "message" and isinstance(item.get("content"), str):
             text_type = "output_text" if item.get("role") == "assistant" else "input_text"
             item["content"] = [{"type": text_type, "text": item["content"]}]

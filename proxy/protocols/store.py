@@ -9,12 +9,15 @@ turn than a short one.
 
 Stored responses are written through the capture spool (durable before the answer leaves,
 committed off the request path) and kept in memory for a while, so a continuation that
-follows at once never waits for the registry. Nothing raw is at rest: with a seal key the
-gateway stores the conversation sealed (encrypted), so a continuation reads it back as the
-agent wrote it; without one it stores it redacted by the tenant's policy, so a continuation
-served from the registry (after this process forgot it) sees placeholders where redaction
-found something. Stored responses expire with the tenant's retention (30 days without one,
-as OpenAI keeps them) and are never read by evolution, which reads the events.
+follows at once never waits for the registry. Nothing raw is at rest, as for the call's
+events: when redaction found something in the call (its recorded llm_call holds the request
+as the agent sent it and the answer), the gateway stores the response sealed (encrypted)
+if it has a seal key, so a continuation reads it back as the agent wrote it, and redacted
+by the tenant's policy if not, so a continuation served from the registry (after this
+process forgot it) sees placeholders there. When redaction found nothing, which is most
+calls, the response is stored as it is, with no second scan. Stored responses expire with
+the tenant's retention (30 days without one, as OpenAI keeps them) and are never read by
+evolution, which reads the events.
 """
 
 from __future__ import annotations
@@ -102,13 +105,15 @@ class ResponseStore:
         retention = (
             timedelta(days=policy.retention_days) if policy.retention_days else DEFAULT_RETENTION
         )
-        key = self.gateway.config.seal_key
         raw = jsonio.dumps(document)
+        at_rest = raw.decode()  # kept as text: the drain validates a string much faster
+        key = self.gateway.config.seal_key if served.redacted else None
         if key:
-            at_rest = _seal(raw.decode(), key)
-        else:  # the same text unless redaction found something (the common case)
+            at_rest = _seal(at_rest, key)
+        elif served.redacted:
             redacted = _redacted(document, self.gateway.redactor_for(policy))
-            at_rest = (raw if redacted is document else jsonio.dumps(redacted)).decode()
+            if redacted is not document:
+                at_rest = jsonio.dumps(redacted).decode()
         response_id = document["response"]["id"]
         turn = StoredTurn(tenant, served.session, previous_id, now + retention, raw)
         self._recent[response_id] = turn
@@ -125,7 +130,7 @@ class ResponseStore:
             "event_id": served.event_id,
             "previous_id": previous_id,
             "document": at_rest,
-            "sealed": key is not None,
+            "sealed": bool(key),
             "created_at": now,
             "expires_at": turn.expires_at,
         }

@@ -8,6 +8,8 @@ import json
 
 import openai
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from atdp import (
     EventKind,
@@ -306,6 +308,66 @@ def test_nothing_raw_is_at_rest_and_a_restarted_gateway_continues(
     assert ("ada.lovelace@example.com" in history[1]["content"]) is sealed
 
 
+def test_a_stored_response_is_redacted_wherever_its_call_held_something(live) -> None:
+    """The gateway scans a stored response only when redaction found something in the
+    call's llm_call: whatever part of the request or answer holds the secret, the call is
+    marked so and the response at rest holds no secret; a clean one is stored as served."""
+    from registry import get_stored_response
+
+    server, engine, keys = live
+    sdk = client(server, keys["acme"])
+    secret = "ada.lovelace@example.com"
+    asks_lookup = "call lookup_order with " + json.dumps({"order_id": secret})
+    earlier_call = {
+        "type": "function_call",
+        "call_id": "c1",
+        "name": "lookup_order",
+        "arguments": json.dumps({"order_id": secret}),
+    }
+    places = {
+        "input text": {"input": f"mail {secret}"},
+        "input parts": {
+            "input": [
+                {"role": "user", "content": [{"type": "input_text", "text": f"mail {secret}"}]}
+            ]
+        },
+        "tool output": {
+            "input": [
+                {**earlier_call, "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "c1", "output": secret},
+            ],
+            "tools": [LOOKUP],
+        },
+        "arguments": {
+            "input": [
+                earlier_call,
+                {"type": "function_call_output", "call_id": "c1", "output": "ok"},
+            ],
+            "tools": [LOOKUP],
+        },
+        "answer's call": {"input": asks_lookup, "tools": [LOOKUP]},
+        "instructions": {"input": "hello", "instructions": f"Write to {secret}."},
+        "metadata": {"input": "hello", "metadata": {"contact": secret}},
+        "tool description": {
+            "input": "hello",
+            "tools": [{**LOOKUP, "description": f"Escalate to {secret}."}],
+        },
+    }
+    ids = {
+        place: sdk.responses.create(model="support-bot", **request).id
+        for place, request in places.items()
+    }
+    clean = sdk.responses.create(model="support-bot", input="Where is my parcel?")
+    served = sdk.responses.retrieve(clean.id).model_dump(mode="json", exclude_unset=True)
+    server.flush()
+    with transaction(engine) as session:
+        for place, response_id in ids.items():
+            at_rest = get_stored_response(session, "acme", response_id).document
+            assert secret not in at_rest and "[REDACTED:EMAIL]" in at_rest, place
+        kept = json.loads(get_stored_response(session, "acme", clean.id).document)
+    assert kept["response"] == served
+
+
 @pytest.mark.parametrize(
     "place",
     ["input text", "input parts", "tool output", "arguments", "output", "instructions", "meta"],
@@ -343,3 +405,41 @@ def test_every_written_text_of_a_stored_response_is_redacted(place) -> None:
     at_rest = json.dumps(_redacted(document, Redactor()))
     assert secret not in at_rest and "[REDACTED:EMAIL]" in at_rest
     assert json.loads(at_rest)["response"]["usage"] == {"input_tokens": 3}
+
+
+@given(
+    inputs=st.integers(0, 6),
+    calls=st.integers(0, 4),
+    text=st.booleans(),
+    given_id=st.sampled_from([None, "msg_1", "fc_1"]),
+)
+def test_item_ids_are_unique_within_a_response_and_never_repeat_across(
+    inputs, calls, text, given_id
+) -> None:
+    """Item ids come from the response's own id and a count: distinct within a response
+    (input and output, next to any id the agent gave) and between two responses."""
+    from proxy.protocols import responses
+    from proxy.protocols.responses_api import _with_ids
+
+    def one() -> list[str]:
+        items = [{"role": "user", "content": f"turn {i}"} for i in range(inputs)]
+        if given_id:
+            items.append({"type": "message", "id": given_id, "role": "user", "content": "x"})
+        message = {"role": "assistant", "content": "done" if text else None}
+        message["tool_calls"] = [
+            {"id": f"c{i}", "function": {"name": "f", "arguments": "{}"}} for i in range(calls)
+        ]
+        context = responses.ResponseContext(responses.new_response_id(), {"model": "m"})
+        response = responses.response_object({"choices": [{"message": message}]}, context)
+        listed = _with_ids(items, context)
+        ids = [item["id"] for item in [*response["output"], *listed]]
+        for item in [*response["output"], *listed]:
+            if item["id"] == given_id:
+                continue  # the agent's own, kept as it is
+            expected = {"message": "msg_", "function_call": "fc_"}[item["type"]]
+            assert item["id"].startswith(expected)
+        return ids
+
+    first, second = one(), one()
+    assert len(set(first)) == len(first) and len(set(second)) == len(second)
+    assert not (set(first) & set(second)) - {given_id}
