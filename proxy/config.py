@@ -28,6 +28,10 @@ class GatewayConfig:
             served call is exported there as an OpenTelemetry GenAI span. None: no spans.
         otel_headers: sent with each export (an MLflow server wants `x-mlflow-experiment-id`).
         otel_content: also put the call's messages, as redaction stored them, on its span.
+        resume_wait: seconds a request that shows an answer this process did not record
+            waits for the registry to hold it (another gateway served it and its capture is
+            on the way, about `capture_flush_interval`), so the session goes on as one
+            trajectory; it overlaps the upstream call. After it, a new trajectory starts.
     """
 
     database_url: str
@@ -40,6 +44,7 @@ class GatewayConfig:
     catalog_ttl: float = 2.0
     seal_key: str | None = None  # Fernet key for sealed raw copies (tenants that ask for them)
     abandon_after: float = 1800.0  # seconds of silence after which a session is closed
+    resume_wait: float = 1.0
     sweep_interval: float = 30.0
     capture_batch_size: int = 500
     capture_flush_interval: float = 0.2  # also the most a power cut can lose (fsync per batch)

@@ -6,6 +6,7 @@ target of another tenant is "not found" (404), so ids cannot be probed.
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any, Literal
 
@@ -200,6 +201,8 @@ async def record_feedback(gateway, tenant: str, report: FeedbackReport) -> list[
 async def record_event(gateway, tenant: str, report: EventReport) -> Event:
     trajectory_id, _ = await _locate(gateway, tenant, report)
     state = gateway.sessions.find_trajectory(trajectory_id)
+    if state is not None:
+        state.last_seen = time.monotonic()  # the session is active here, not idle
     next_seq = (
         state.seq()
         if state is not None

@@ -13,6 +13,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any
 
 from atdp import (
@@ -37,6 +38,8 @@ from proxy.capture.events import (
     begin_exchange,
     finish_exchange,
     new_trajectory,
+    resumed_state,
+    shown_answer,
     task_type_of,
 )
 from proxy.catalog import Catalog
@@ -61,12 +64,16 @@ from registry import (
     TrajectoryEnd,
     check_schema,
     create_db_engine,
+    last_activity,
     seal_event,
+    session_progress,
 )
 
 __all__ = ["Gateway", "Served", "new_session_id", "upstream_failure"]
 
 log = logging.getLogger(__name__)
+
+SKEW = timedelta(seconds=1)  # how far two gateways' clocks may disagree
 
 
 @dataclass
@@ -178,7 +185,7 @@ class Gateway:
         while True:
             await asyncio.sleep(self.config.sweep_interval)
             try:
-                self.close_idle_sessions()
+                await self.close_idle_sessions()
             except Exception:  # noqa: BLE001 - the sweep must outlive one bad session
                 log.exception("closing idle sessions failed")
             try:
@@ -186,12 +193,23 @@ class Gateway:
             except Exception:  # noqa: BLE001 - tried again at the next sweep
                 log.exception("restarting the capture drain failed")
 
-    def close_idle_sessions(self) -> int:
-        records: list[CaptureRecord] = []
+    async def close_idle_sessions(self) -> int:
+        """End the trajectories of sessions idle here for `abandon_after`, unless another
+        gateway has recorded events of them since (it serves the session now: this process
+        only forgets it). Returns how many sessions this process forgot."""
         idle = self.sessions.idle(self.config.abandon_after)
+        recorded = [state for state in idle if state.recorded]
+        ids = [state.trajectory.id for state in recorded]
+        latest = await self.catalog.run(last_activity, ids) if ids else {}
         for state in idle:
             self.sessions.forget(state)
-            if not state.recorded:
+        records: list[CaptureRecord] = []
+        now, clock = utcnow(), time.monotonic()
+        for state in recorded:
+            seen_here = now - timedelta(seconds=clock - state.last_seen)
+            # Recorded after this process last saw the session (a second's grace for
+            # clocks): another gateway serves it now and will end it when it goes quiet.
+            if state.trajectory.id in latest and latest[state.trajectory.id] > seen_here + SKEW:
                 continue
             trajectory = state.trajectory
             status = OutcomeStatus.UNKNOWN if state.outcome_reported else OutcomeStatus.ABANDONED
@@ -410,6 +428,8 @@ class Gateway:
         traffic = admitted.traffic
         book = self.sessions if traffic is Traffic.USER else self.shadow_sessions
         state = book.get(tenant, agent, session)
+        if traffic is Traffic.USER:
+            state = await self._caught_up(state, admitted, version, request)
         if state is None or state.trajectory.versions.agent_version_id != version.id:
             trajectory = new_trajectory(tenant, agent, session, version, task_type_of(request))
             state = book.start(trajectory)
@@ -445,6 +465,52 @@ class Gateway:
         # What the request alone determines is spooled now, while the upstream works.
         self.writer.submit(self._records(capture, pending.before, capture.before)[0])
         return capture
+
+    async def _caught_up(
+        self, state: SessionState | None, admitted: Admitted, version: AgentVersion, request: dict
+    ) -> SessionState | None:
+        """The session's state, current with the answers the request shows again: this
+        process's own when it recorded the last of them (the common case, a regeneration
+        included: no registry read), else the registry's, because another gateway served
+        it, or this one before a restart. Waits up to `resume_wait` for that answer to be
+        committed; after that, or with the registry unreachable, goes on with what this
+        process has."""
+        messages = request.get("messages") or []
+        shown = shown_answer(messages)
+        if shown is None or (
+            state is not None
+            and shown[1] in state.answers
+            and state.trajectory.versions.agent_version_id == version.id
+        ):
+            return state
+        tenant, agent, session = admitted.identity.tenant, admitted.agent, admitted.session
+        deadline = time.monotonic() + self.config.resume_wait
+        try:
+            while True:
+                progress = await self.catalog.run(
+                    session_progress, tenant, agent, session, version.id
+                )
+                resumed = resumed_state(progress, messages, shown) if progress else None
+                if resumed is not None:
+                    break
+                if time.monotonic() >= deadline:
+                    log.info(
+                        "session %r shows an answer no gateway recorded (after %.1f s): "
+                        "recording on from this request",
+                        session,
+                        self.config.resume_wait,
+                    )
+                    return state
+                await asyncio.sleep(0.05)
+        except Exception:  # noqa: BLE001 - capture goes on; only the linking is at stake
+            log.warning("reading session %r's progress failed", session, exc_info=True)
+            return state
+        if state is not None and state.trajectory.id == resumed.trajectory.id:
+            # This process's own records may not be committed yet.
+            resumed.next_seq = max(resumed.next_seq, state.next_seq)
+            resumed.last_request_key = state.last_request_key
+            resumed.outcome_reported = state.outcome_reported
+        return self.sessions.put(resumed)
 
     def _records(
         self, capture: Capture, raw: list[EventDocument], events: list[EventDocument]

@@ -56,6 +56,7 @@ from registry.migrate import (
     head_revision,
     upgrade,
 )
+from registry.progress import RecordedAnswer, SessionProgress, last_activity, session_progress
 from registry.responses import (
     StoredResponse,
     delete_stored_response,
@@ -148,11 +149,13 @@ __all__ = [
     "MemoryKind",
     "MemoryStatus",
     "NotFoundError",
+    "RecordedAnswer",
     "RegistryError",
     "SchemaOutOfDateError",
     "SealedAccessError",
     "SealedEvent",
     "Session",
+    "SessionProgress",
     "SessionRoute",
     "SessionRouteReader",
     "StoredResponse",
@@ -201,6 +204,7 @@ __all__ = [
     "head_revision",
     "insert_events",
     "is_unreachable",
+    "last_activity",
     "list_agents",
     "list_evolutions",
     "list_memory_items",
@@ -222,6 +226,7 @@ __all__ = [
     "route_session",
     "running_evolution",
     "seal_event",
+    "session_progress",
     "set_agent_settings",
     "set_alias",
     "set_memory_status",

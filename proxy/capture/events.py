@@ -14,6 +14,7 @@ gateway's own CPU per request.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 import uuid
@@ -37,7 +38,7 @@ from atdp import (
 )
 from proxy.capture.tool_results import tool_error_class
 from proxy.overlays import Overlaid
-from registry import AgentVersion
+from registry import AgentVersion, SessionProgress
 
 __all__ = [
     "EventDocument",
@@ -45,12 +46,15 @@ __all__ = [
     "PendingExchange",
     "SessionBook",
     "SessionState",
+    "answer_key",
     "atdp_name",
     "begin_exchange",
     "chat_message_document",
     "finish_exchange",
     "message_key",
     "new_trajectory",
+    "resumed_state",
+    "shown_answer",
     "task_type_of",
     "tool_call_document",
 ]
@@ -75,6 +79,24 @@ def message_key(message: dict[str, Any]) -> int:
     return hash((message.get("role"), text, calls, message.get("tool_call_id")))
 
 
+def answer_key(message: dict[str, Any]) -> str | None:
+    """A key of an assistant message that any process computes alike, so a gateway that did
+    not serve a session's last turn can find the recorded llm_call a request shows again:
+    its tool calls' ids if it made any (an SDK may re-serialise the text around them),
+    else its text, trimmed. None for any other message."""
+    if message.get("role") != "assistant":
+        return None
+    calls = sorted(str(c.get("id") or "") for c in message.get("tool_calls") or [])
+    if calls:
+        said = "calls:" + "\x1f".join(calls)
+    else:
+        content = message.get("content")
+        if isinstance(content, list):  # text parts, as some SDKs send an answer back
+            content = "".join(p.get("text") or "" for p in content if isinstance(p, dict))
+        said = "text:" + (content.strip() if isinstance(content, str) else "")
+    return hashlib.blake2b(said.encode(), digest_size=16).hexdigest()
+
+
 def _canonical(value: Any) -> str:
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
@@ -92,6 +114,7 @@ class SessionState:
     # The tool calls the model asked for, by call id: (its llm_call, the call's document).
     calls: dict[str, tuple[uuid.UUID, dict[str, str]]] = field(default_factory=dict)
     last_llm_event: uuid.UUID | None = None
+    answers: set[str] = field(default_factory=set)  # `answer_key`s this process recorded
     last_request_key: int | None = None
     recorded: bool = False  # the trajectory record has been handed to the writer
     last_seen: float = field(default_factory=time.monotonic)
@@ -117,8 +140,13 @@ class SessionBook:
         return state
 
     def start(self, trajectory: Trajectory) -> SessionState:
-        state = SessionState(trajectory)
-        self._states[(trajectory.tenant, trajectory.agent, trajectory.session)] = state
+        return self.put(SessionState(trajectory))
+
+    def put(self, state: SessionState) -> SessionState:
+        trajectory = state.trajectory
+        key = (trajectory.tenant, trajectory.agent, trajectory.session)
+        self._states[key] = state
+        self._states.move_to_end(key)
         if len(self._states) > self.capacity:
             self._states.popitem(last=False)
         return state
@@ -146,6 +174,36 @@ class SessionBook:
             if state.trajectory.id == trajectory_id:
                 return state
         return None
+
+
+def shown_answer(messages: list[dict[str, Any]]) -> tuple[int, str] | None:
+    """(the index, the `answer_key`) of the last answer a request shows again, if any."""
+    for index in range(len(messages) - 1, -1, -1):
+        key = answer_key(messages[index])
+        if key is not None:
+            return index, key
+    return None
+
+
+def resumed_state(
+    progress: SessionProgress, messages: list[dict[str, Any]], shown: tuple[int, str]
+) -> SessionState | None:
+    """A session's state rebuilt from the registry, for a request whose last shown answer
+    (`shown`) is recorded there: the messages up to it count as recorded, its llm_call is
+    the parent of what follows, and every recorded tool call links its result. None if
+    the answer is not (yet) recorded."""
+    index, key = shown
+    matched = [answer for answer in progress.answers if answer.key == key]
+    if not matched:
+        return None
+    state = SessionState(progress.trajectory, next_seq=progress.next_seq, recorded=True)
+    state.history = [message_key(m) for m in messages[: index + 1]]
+    for answer in progress.answers:
+        for call in answer.tool_calls:
+            state.calls[call["id"]] = (answer.event_id, call)
+    state.last_llm_event = matched[-1].event_id
+    state.answers.add(key)
+    return state
 
 
 @dataclass
@@ -248,7 +306,8 @@ def finish_exchange(
     """Phase two: the llm_call completed with the answer; the session state moves on."""
     choices = response.get("choices") or [{}]
     usage = response.get("usage") or {}
-    extra: dict[str, Any] = {"response_id": response.get("id")}
+    answer = {"role": "assistant", **(choices[0].get("message") or {})}
+    extra: dict[str, Any] = {"response_id": response.get("id"), "answer_key": answer_key(answer)}
     if len(choices) > 1:
         extra["other_choices"] = [c.get("message") for c in choices[1:]]
     action, logprob_extra = _action_document(choices[0])
@@ -265,10 +324,8 @@ def finish_exchange(
     }
     llm = {**pending.draft, "action": action, "metadata": metadata}
     state.last_llm_event = pending.draft_id
-    state.history = [
-        *pending.keys,
-        message_key({"role": "assistant", **(choices[0].get("message") or {})}),
-    ]
+    state.answers.add(extra["answer_key"])
+    state.history = [*pending.keys, message_key(answer)]
     for call in action["tool_calls"]:
         state.calls[call["id"]] = (state.last_llm_event, call)
     return llm

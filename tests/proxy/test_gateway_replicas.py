@@ -1,0 +1,221 @@
+"""Stateless replicas: any gateway process serves any turn of a session, and the session is
+still recorded as one trajectory with its tool results linked and `seq` gapless."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from atdp import EventKind, ToolCallAction
+from proxy.config import GatewayConfig
+from registry import create_db_engine, get_events, list_trajectories, transaction, upgrade
+from tests.conftest import postgres_schema_url
+from tests.proxy.test_gateway_sdk import client
+from tests.support.gateway import GatewayServer, seed_gateway_world
+
+LOOKUP = {
+    "type": "function",
+    "function": {
+        "name": "lookup_order",
+        "description": "Look up an order",
+        "parameters": {
+            "type": "object",
+            "properties": {"order_id": {"type": "string"}},
+            "required": ["order_id"],
+        },
+    },
+}
+SESSIONS = 6
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def shared_registry(request, tmp_path, upstream):
+    """One registry two gateway processes share: PostgreSQL, and SQLite (one file)."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'registry.db'}"
+    else:
+        url = postgres_schema_url(request.getfixturevalue("postgres_schema"))
+    engine = create_db_engine(url)
+    upgrade(engine)
+    keys = seed_gateway_world(engine, upstream.base_url)
+    yield url, engine, keys
+    engine.dispose()
+
+
+def _gateway(url: str, spool) -> GatewayServer:
+    # catalog_ttl as in production; capture flushes as it does by default (0.2 s): the
+    # next turn often reaches the other gateway before the last one is committed.
+    return GatewayServer(GatewayConfig(database_url=url, spool_dir=spool, resume_wait=5.0))
+
+
+def _turn(sdk, session: str, messages: list[dict]) -> dict:
+    reply = sdk.chat.completions.create(
+        model="support-bot",
+        messages=messages,
+        tools=[LOOKUP],
+        extra_headers={"X-Session-Id": session},
+    )
+    return reply.choices[0].message.model_dump(exclude_none=True)
+
+
+def test_sessions_served_round_robin_and_across_a_restart_stay_whole(
+    shared_registry, tmp_path
+) -> None:
+    url, engine, keys = shared_registry
+    first, second = _gateway(url, tmp_path / "a"), _gateway(url, tmp_path / "b")
+    conversations = {f"rr-{i}": [] for i in range(SESSIONS)}
+
+    def turn_on(server, session: str, said: list[dict]) -> None:
+        messages = conversations[session]
+        messages += said
+        answer = _turn(client(server, keys["acme"]), session, messages)
+        messages.append(answer)
+
+    def ask(session: str) -> list[dict]:
+        order = f"A-{session}-{len(conversations[session])}"  # a call id of its own
+        return [
+            {"role": "user", "content": f"call lookup_order with {json.dumps({'order_id': order})}"}
+        ]
+
+    def results(session: str) -> list[dict]:
+        calls = conversations[session][-1]["tool_calls"]
+        return [
+            {"role": "tool", "tool_call_id": call["id"], "content": f"shipped ({session})"}
+            for call in calls
+        ]
+
+    with first, second:
+        gateways = [first, second]
+        for i, session in enumerate(conversations):  # turn 1 and 2 on different gateways
+            turn_on(gateways[i % 2], session, ask(session))
+        for i, session in enumerate(conversations):
+            turn_on(gateways[(i + 1) % 2], session, results(session))
+        for i, session in enumerate(conversations):  # a new question, back on the first
+            turn_on(gateways[i % 2], session, ask(session))
+    # Both stop; one comes back as a new process (nothing in memory) for the last turn.
+    with _gateway(url, tmp_path / "a") as restarted:
+        for session in conversations:
+            turn_on(restarted, session, results(session))
+        restarted.flush()
+
+    with transaction(engine) as db:
+        for session in conversations:
+            trajectories = list_trajectories(db, "acme", session_id=session)
+            assert len(trajectories) == 1, (session, trajectories)
+            events = get_events(db, "acme", trajectories[0].id)
+            kinds = [event.kind for event in events]
+            assert kinds == [
+                EventKind.USER_MESSAGE,
+                EventKind.LLM_CALL,
+                EventKind.TOOL_CALL,
+                EventKind.LLM_CALL,
+                EventKind.USER_MESSAGE,
+                EventKind.LLM_CALL,
+                EventKind.TOOL_CALL,
+                EventKind.LLM_CALL,
+            ], session
+            assert [event.seq for event in events] == list(range(len(events)))
+            calls = {
+                call.id: event.id
+                for event in events
+                if event.kind is EventKind.LLM_CALL
+                for call in event.action.tool_calls
+            }
+            tools = [event for event in events if event.kind is EventKind.TOOL_CALL]
+            for tool in tools:
+                assert isinstance(tool.action, ToolCallAction)
+                assert tool.parent_id == calls[tool.action.call.id], session
+                assert tool.action.call.name == "lookup_order"
+            # Each turn's first event follows the answer before it.
+            assert events[4].parent_id == events[3].id
+
+
+def test_a_request_showing_answers_nobody_recorded_starts_its_own_trajectory(
+    shared_registry, tmp_path
+) -> None:
+    """Few-shot examples (answers no gateway gave) wait at most `resume_wait`, then the
+    session is recorded from this request on."""
+    url, engine, keys = shared_registry
+    config = GatewayConfig(database_url=url, spool_dir=tmp_path / "s", resume_wait=0.2)
+    with GatewayServer(config) as server:
+        sdk = client(server, keys["acme"])
+        shots = [
+            {"role": "user", "content": "Example: where is A-1?"},
+            {"role": "assistant", "content": "A-1 shipped."},
+        ]
+        reply = sdk.chat.completions.with_raw_response.create(
+            model="support-bot",
+            messages=[*shots, {"role": "user", "content": "Where is A-2?"}],
+            extra_headers={"X-Session-Id": f"shots-{uuid.uuid4().hex[:6]}"},
+        )
+        server.flush()
+    trajectory_id = uuid.UUID(reply.headers["x-evoplane-trajectory-id"])
+    with transaction(engine) as db:
+        events = get_events(db, "acme", trajectory_id)
+    assert [event.seq for event in events] == list(range(len(events)))
+    assert events[-1].kind is EventKind.LLM_CALL
+
+
+def test_a_gateway_does_not_end_a_session_another_one_serves_now(shared_registry, tmp_path) -> None:
+    """The first gateway goes quiet on a session the second one went on serving: its idle
+    sweep forgets the session without ending its trajectory or judging it abandoned."""
+    from registry import get_trajectory, list_rewards
+
+    url, engine, keys = shared_registry
+    quick = GatewayConfig(
+        database_url=url, spool_dir=tmp_path / "a", abandon_after=2.5, sweep_interval=0.2
+    )
+    with GatewayServer(quick) as first, _gateway(url, tmp_path / "b") as second:
+        messages = [{"role": "user", "content": "Where is A-1?"}]
+        reply = client(first, keys["acme"]).chat.completions.with_raw_response.create(
+            model="support-bot", messages=messages, extra_headers={"X-Session-Id": "moved"}
+        )
+        first.flush()
+        time.sleep(1.5)
+        messages += [
+            reply.parse().choices[0].message.model_dump(exclude_none=True),
+            {"role": "user", "content": "And A-2?"},
+        ]
+        _turn(client(second, keys["acme"]), "moved", messages)
+        second.flush()
+        time.sleep(2.0)  # the first gateway's sweep has seen the session idle by now
+        assert first.gateway.sessions.get("acme", "support-bot", "moved") is None
+        first.flush()
+    trajectory_id = uuid.UUID(reply.headers["x-evoplane-trajectory-id"])
+    with transaction(engine) as db:
+        assert get_trajectory(db, "acme", trajectory_id).ended_at is None
+        rewards = list_rewards(db, "acme", trajectory_id=trajectory_id)
+    assert "session_completed" not in [reward.name for reward in rewards]
+
+
+texts = st.text(max_size=40)
+call_ids = st.lists(st.text(min_size=1, max_size=8), max_size=4, unique=True)
+
+
+@given(text=texts, ids=call_ids, other=texts)
+def test_an_answer_key_is_what_an_sdk_sending_the_answer_back_keeps(text, ids, other) -> None:
+    """The key any gateway computes for an answer survives how SDKs send it back (text
+    parts for a string, padding, tool calls in another order, new arguments) and tells
+    answers apart by text or by their calls."""
+    from proxy.capture.events import answer_key
+
+    calls = [{"id": i, "function": {"name": "f", "arguments": "{}"}} for i in ids]
+    sent = {"role": "assistant", "content": text, "tool_calls": calls}
+    back = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": f" {text} "}],
+        "tool_calls": [
+            {**call, "function": {"name": "f", "arguments": '{"x": 1}'}} for call in reversed(calls)
+        ],
+    }
+    assert answer_key(sent) == answer_key(back) is not None
+    assert answer_key({"role": "user", "content": text}) is None
+    if not ids and text.strip() != other.strip():
+        assert answer_key(sent) != answer_key({"role": "assistant", "content": other})
+    if ids:
+        assert answer_key(sent) != answer_key({**sent, "tool_calls": calls[:-1]})
