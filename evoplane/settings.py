@@ -104,6 +104,13 @@ class Settings(BaseSettings):
         "changed. On PostgreSQL changes are announced and apply at once; the TTL bounds what "
         "an announcement missed, and on SQLite it is the bound.",
     )
+    resume_wait: float = Field(
+        default=1.0,
+        ge=0,
+        description="Seconds a gateway waits for the registry to hold the answer a request "
+        "ends with when another gateway served it (its capture is on the way), so the "
+        "session goes on as one trajectory; overlaps the upstream call.",
+    )
     api_port: int = Field(default=8401, ge=1, le=65535)
     gateway_url: str | None = Field(
         default=None,

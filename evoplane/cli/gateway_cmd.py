@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import os
+from dataclasses import replace
 
 import typer
 
@@ -27,6 +29,7 @@ def gateway_config(settings: Settings):
         local_threads=settings.local_threads,
         local_max_models=settings.local_max_models,
         catalog_ttl=settings.catalog_ttl,
+        resume_wait=settings.resume_wait,
         otel_endpoint=settings.otel_endpoint,
         otel_headers=settings.otel_header_map,
         otel_content=settings.otel_content,
@@ -45,6 +48,12 @@ KEEP_ALIVE_SECONDS = 75
 def gateway(
     port: int | None = typer.Option(None, help="Port [env: EVOPLANE_GATEWAY_PORT, default 8400]."),
     host: str | None = typer.Option(None, help="Bind address [env: EVOPLANE_HOST]."),
+    workers: int = typer.Option(
+        1,
+        min=1,
+        help="Processes serving the port, each with a capture spool and drain of its own: "
+        "the kernel spreads connections over them, and any of them serves any session.",
+    ),
 ) -> None:
     """Run the OpenAI-compatible gateway: point an agent's base_url at it."""
     import uvicorn
@@ -56,17 +65,38 @@ def gateway(
     engine = create_db_engine(settings.registry_url)
     check_schema(engine)
     engine.dispose()
+    serving = {
+        "host": settings.host,
+        "port": settings.gateway_port,
+        "log_level": "warning",
+        "access_log": False,
+        "timeout_keep_alive": KEEP_ALIVE_SECONDS,
+    }
+    if workers > 1:
+        # Each worker process builds its own gateway from the same settings.
+        os.environ["EVOPLANE_GATEWAY_PORT"] = str(settings.gateway_port)
+        os.environ["EVOPLANE_HOST"] = settings.host
+        uvicorn.run(f"{__name__}:worker_app", factory=True, workers=workers, **serving)
+        return
     app = create_app(gateway_config(settings))
-    # Serving allocates many short-lived objects: collect the young generation less often,
-    # and keep what exists at start-up (imports, settings) out of every full collection.
+    _tune_gc()
+    uvicorn.run(app, **serving)
+
+
+def worker_app():
+    """The gateway of one of `--workers N` processes, with a capture spool of its own."""
+    from proxy.app import create_app
+    from proxy.capture.spool import claim_spool
+
+    config = gateway_config(load_settings())
+    app = create_app(replace(config, spool_dir=claim_spool(config.spool_dir)))
+    _tune_gc()
+    return app
+
+
+def _tune_gc() -> None:
+    """Serving allocates many short-lived objects: collect the young generation less often,
+    and keep what exists at start-up (imports, settings) out of every full collection."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 50, 100)
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.gateway_port,
-        log_level="warning",
-        access_log=False,
-        timeout_keep_alive=KEEP_ALIVE_SECONDS,
-    )

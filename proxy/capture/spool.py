@@ -11,6 +11,7 @@ twice is harmless).
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import threading
@@ -18,9 +19,30 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SUFFIX", "Spool"]
+__all__ = ["SUFFIX", "Spool", "claim_spool"]
 
 SUFFIX = ".jsonl"
+
+_claims: list[int] = []  # the lock files this process holds, open for its lifetime
+
+
+def claim_spool(base: Path) -> Path:
+    """A spool directory under `base` no other live process uses: `worker-0`, `worker-1`...,
+    the first whose lock this process gets. For gateways sharing a port (`evoplane gateway
+    --workers N`): each has a spool of its own, and one that restarts after a crash takes
+    over a dead one's directory, so what was spooled there is committed."""
+    for number in range(10_000):
+        directory = base / f"worker-{number}"
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(directory / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        _claims.append(fd)
+        return directory
+    raise RuntimeError(f"no free spool directory under {base}")
 
 
 class Spool:

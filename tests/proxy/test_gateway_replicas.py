@@ -40,6 +40,15 @@ def shared_registry(request, tmp_path, upstream):
         url = f"sqlite:///{tmp_path / 'registry.db'}"
     else:
         url = postgres_schema_url(request.getfixturevalue("postgres_schema"))
+    yield from _seeded(url, upstream)
+
+
+@pytest.fixture
+def postgres_registry(postgres_schema, upstream):
+    yield from _seeded(postgres_schema_url(postgres_schema), upstream)
+
+
+def _seeded(url: str, upstream):
     engine = create_db_engine(url)
     upgrade(engine)
     keys = seed_gateway_world(engine, upstream.base_url)
@@ -183,8 +192,10 @@ def test_a_gateway_does_not_end_a_session_another_one_serves_now(shared_registry
         ]
         _turn(client(second, keys["acme"]), "moved", messages)
         second.flush()
-        time.sleep(2.0)  # the first gateway's sweep has seen the session idle by now
-        assert first.gateway.sessions.get("acme", "support-bot", "moved") is None
+        deadline = time.monotonic() + 15  # the first gateway's sweep finds it idle
+        while first.gateway.sessions.get("acme", "support-bot", "moved") is not None:
+            assert time.monotonic() < deadline, "the idle session was never swept"
+            time.sleep(0.1)
         first.flush()
     trajectory_id = uuid.UUID(reply.headers["x-evoplane-trajectory-id"])
     with transaction(engine) as db:
@@ -219,3 +230,105 @@ def test_an_answer_key_is_what_an_sdk_sending_the_answer_back_keeps(text, ids, o
         assert answer_key(sent) != answer_key({"role": "assistant", "content": other})
     if ids:
         assert answer_key(sent) != answer_key({**sent, "tool_calls": calls[:-1]})
+
+
+def test_spool_claims_are_exclusive_and_a_released_one_is_taken_again(tmp_path) -> None:
+    import os
+
+    from proxy.capture import spool
+
+    first = spool.claim_spool(tmp_path)
+    second = spool.claim_spool(tmp_path)
+    assert (first.name, second.name) == ("worker-0", "worker-1")
+    os.close(spool._claims.pop(0))  # the first holder dies
+    assert spool.claim_spool(tmp_path) == first
+    for fd in spool._claims[-2:]:
+        os.close(fd)
+    del spool._claims[-2:]
+
+
+def test_gateway_workers_share_a_port_and_each_keeps_a_spool(postgres_registry, tmp_path) -> None:
+    """`evoplane gateway --workers 2`: two processes serve one port, each with a spool
+    of its own; tool-using sessions served over fresh connections stay whole."""
+    import contextlib
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import httpx
+    import openai
+
+    from tests.conftest import free_port
+
+    url, engine, keys = postgres_registry
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("EVOPLANE_")},
+        "EVOPLANE_DATABASE_URL": url,
+        "EVOPLANE_DATA_DIR": str(tmp_path / "data"),
+    }
+    evoplane = str(Path(sys.executable).parent / "evoplane")
+    process = subprocess.Popen(
+        [evoplane, "gateway", "--port", str(port), "--workers", "2"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    spools = tmp_path / "data" / "spool" / f"gateway-{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while len(list(spools.glob("worker-*/lock"))) < 2:
+            assert process.poll() is None, process.stderr.read().decode()
+            assert time.monotonic() < deadline, "the workers did not start"
+            time.sleep(0.2)
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).raise_for_status()
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline, "the gateway did not answer"
+                time.sleep(0.2)
+        sessions = {f"w-{i}": [] for i in range(4)}
+        for turn in range(2):
+            for session, messages in sessions.items():
+                if turn == 0:
+                    ask = {"order_id": f"B-{session}"}
+                    messages.append(
+                        {"role": "user", "content": f"call lookup_order with {json.dumps(ask)}"}
+                    )
+                else:
+                    messages += [
+                        {"role": "tool", "tool_call_id": call["id"], "content": "shipped"}
+                        for call in messages[-1]["tool_calls"]
+                    ]
+                with httpx.Client() as fresh:  # a new connection: any worker may take it
+                    sdk = openai.OpenAI(
+                        base_url=f"http://127.0.0.1:{port}/v1",
+                        api_key=keys["acme"],
+                        max_retries=0,
+                        http_client=fresh,
+                    )
+                    messages.append(_turn(sdk, session, messages))
+    finally:
+        process.send_signal(signal.SIGTERM)  # the workers stop, committing their spools
+        try:
+            process.wait(60)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)  # anything left behind
+    # Each worker claimed a spool of its own, and stopping committed what they spooled.
+    assert sorted(p.name for p in spools.glob("worker-*")) == ["worker-0", "worker-1"]
+    with transaction(engine) as db:
+        for session in sessions:
+            (trajectory,) = list_trajectories(db, "acme", session_id=session)
+            events = get_events(db, "acme", trajectory.id)
+            assert [event.kind for event in events] == [
+                EventKind.USER_MESSAGE,
+                EventKind.LLM_CALL,
+                EventKind.TOOL_CALL,
+                EventKind.LLM_CALL,
+            ]
+            assert events[2].parent_id == events[1].id
