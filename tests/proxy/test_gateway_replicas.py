@@ -332,3 +332,58 @@ def test_gateway_workers_share_a_port_and_each_keeps_a_spool(postgres_registry, 
                 EventKind.LLM_CALL,
             ]
             assert events[2].parent_id == events[1].id
+
+
+def test_one_gateway_never_reads_the_registry_to_go_on_with_its_own_sessions(
+    live, monkeypatch
+) -> None:
+    """Answers sent back as each SDK sends them (chat completions, streamed too; Anthropic's
+    content blocks; a Responses continuation) are ones this gateway recorded: serving the
+    next turn costs no registry read."""
+    import anthropic
+
+    import proxy.gateway
+
+    reads = []
+    real = proxy.gateway.session_progress
+    monkeypatch.setattr(
+        proxy.gateway, "session_progress", lambda *args: reads.append(args) or real(*args)
+    )
+    server, _, keys = live
+    sdk = client(server, keys["acme"])
+    chat = [{"role": "user", "content": "  Where is my parcel?  "}]
+    for stream in (False, True):
+        headers = {"X-Session-Id": f"own-chat-{stream}"}
+        if stream:
+            parts = sdk.chat.completions.create(
+                model="support-bot", messages=chat[:1], stream=True, extra_headers=headers
+            )
+            text = "".join(chunk.choices[0].delta.content or "" for chunk in parts if chunk.choices)
+            answer = {"role": "assistant", "content": text}
+        else:
+            answer = _turn(sdk, headers["X-Session-Id"], chat[:1])
+        sdk.chat.completions.create(
+            model="support-bot",
+            messages=[chat[0], answer, {"role": "user", "content": "Thanks."}],
+            extra_headers=headers,
+        )
+    claude = anthropic.Anthropic(
+        base_url=server.base_url.removesuffix("/v1"),
+        api_key=keys["acme"],
+        max_retries=0,
+        default_headers={"X-Session-Id": "own-messages"},
+    )
+    question = {"role": "user", "content": "Where is my parcel?"}
+    first = claude.messages.create(model="support-bot", max_tokens=64, messages=[question])
+    claude.messages.create(
+        model="support-bot",
+        max_tokens=64,
+        messages=[
+            question,
+            {"role": "assistant", "content": first.content},
+            {"role": "user", "content": "Thanks."},
+        ],
+    )
+    response = sdk.responses.create(model="support-bot", input="Where is my parcel?")
+    sdk.responses.create(model="support-bot", input="Thanks.", previous_response_id=response.id)
+    assert reads == []
