@@ -17,10 +17,10 @@ from registry import (
     LlmUsage,
     Session,
     ToolCallRecord,
+    TrajectoryWindow,
     UserTurn,
     WindowTrajectory,
     aliases_at,
-    event_kinds,
     follow_up_turns,
     get_agent,
     llm_usage,
@@ -29,6 +29,7 @@ from registry import (
     window_rewards,
     window_trajectories,
 )
+from registry.windows import rewarded_events
 
 __all__ = ["WindowRecords", "read_window"]
 
@@ -94,7 +95,7 @@ def read_window(
         rewards=rewards,
         usage=llm_usage(session, window),
         tool_calls=_distinct_tool_calls(tool_call_records(session, window)),
-        corrected=_corrected_calls(session, by_trajectory(rewards)),
+        corrected=_corrected_calls(session, window, by_trajectory(rewards)),
         turns=follow_up_turns(session, window),
         drift=task_drift(session, spec, window, trajectories, since, until),
         canary=canary_delta(session, spec, aliases, since, until),
@@ -139,7 +140,7 @@ def _evidence(call: ToolCallRecord) -> tuple[bool, bool]:
 
 
 def _corrected_calls(
-    session: Session, rewards: Mapping[uuid.UUID, list[Reward]]
+    session: Session, window: TrajectoryWindow, rewards: Mapping[uuid.UUID, list[Reward]]
 ) -> dict[uuid.UUID, uuid.UUID]:
     """The llm calls a user corrected or regenerated, with their trajectories.
 
@@ -152,11 +153,11 @@ def _corrected_calls(
         for reward in items
         if reward.event_id is not None and _is_correction(reward)
     }
-    kinds = event_kinds(session, targets)
+    answers = rewarded_events(session, window, EventKind.LLM_CALL) if targets else set()
     return {
         event_id: trajectory_id
         for event_id, trajectory_id in targets.items()
-        if kinds.get(event_id) == EventKind.LLM_CALL.value
+        if event_id in answers
     }
 
 
