@@ -1,6 +1,6 @@
 """Capture under sustained load: gateways writing to one PostgreSQL for minutes on end.
 
-    python -m benchmarks.capture_load --seconds 600 --gateways 2 --clients 32
+    python -m benchmarks.capture_load --seconds 600 --gateways 2 --clients 32 [--rate R]
 
 Starts `--gateways` gateway processes on one port (`evoplane gateway --workers N`) over a
 fresh PostgreSQL schema and a scripted upstream (no delay), and keeps `--clients` clients
@@ -76,11 +76,23 @@ def spool_bytes(data: Path) -> int:
     return sum(p.stat().st_size for p in (data / "spool").rglob("*.jsonl") if p.exists())
 
 
-async def load(url: str, key: str, clients: int, seconds: float, turns: int) -> list[str]:
-    """Sessions of `turns` turns from `clients` clients until `seconds` have passed; the
-    event ids the gateways acknowledged."""
+async def load(
+    url: str, key: str, clients: int, seconds: float, turns: int, rate: float | None
+) -> list[str]:
+    """Sessions of `turns` turns from `clients` clients until `seconds` have passed, at
+    most `rate` requests a second in all (None: as fast as they are answered); the event
+    ids the gateways acknowledged."""
     acked: list[str] = []
     stop = time.monotonic() + seconds
+    next_due = time.monotonic()
+
+    async def paced() -> None:
+        nonlocal next_due
+        if rate:
+            now = time.monotonic()
+            due, next_due = max(now, next_due), max(now, next_due) + 1 / rate
+            await asyncio.sleep(due - now)
+
     headers = {"Authorization": f"Bearer {key}"}
     connector = aiohttp.TCPConnector(limit=clients)
     async with aiohttp.ClientSession(connector=connector) as session:
@@ -91,6 +103,7 @@ async def load(url: str, key: str, clients: int, seconds: float, turns: int) -> 
                 sid, messages = f"c{index}-{number}", []
                 for turn in range(turns):
                     asked = body_for(index * 10_000_000 + number * turns + turn)
+                    await paced()
                     if not messages:
                         messages.append(asked["messages"][0])
                     messages.append(asked["messages"][1])
@@ -115,6 +128,9 @@ def main() -> None:
     parser.add_argument("--gateways", type=int, default=2, help="gateway processes on one port")
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--turns", type=int, default=3, help="turns per session")
+    parser.add_argument(
+        "--rate", type=float, default=None, help="requests per second in all (default: flat out)"
+    )
     parser.add_argument("--sample", type=float, default=5.0, help="seconds between samples")
     args = parser.parse_args()
 
@@ -145,7 +161,12 @@ def main() -> None:
                 sampler = asyncio.create_task(sample())
                 try:
                     return await load(
-                        f"http://127.0.0.1:{port}/v1", key, args.clients, args.seconds, args.turns
+                        f"http://127.0.0.1:{port}/v1",
+                        key,
+                        args.clients,
+                        args.seconds,
+                        args.turns,
+                        args.rate,
                     )
                 finally:
                     sampler.cancel()
