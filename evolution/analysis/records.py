@@ -25,11 +25,11 @@ from registry import (
     get_agent,
     llm_usage,
     offered_tools,
+    rewarded_events,
     tool_call_records,
     window_rewards,
     window_trajectories,
 )
-from registry.windows import rewarded_events
 
 __all__ = ["WindowRecords", "read_window"]
 
