@@ -38,7 +38,8 @@ from proxy.telemetry import calling_trace, trace_of
 from registry import (
     NotFoundError,
     effective_reward_of_trajectory,
-    export_records,
+    export_page,
+    export_start,
     get_events,
     get_trajectory,
 )
@@ -245,9 +246,23 @@ async def export(request: Request, agent: str) -> StreamingResponse:
     identity = await gateway.access.authenticate(request.headers.get("authorization"))
     await gateway.access.authorize(identity, agent)
     await asyncio.to_thread(gateway.writer.flush, 5.0)
-    records = await gateway.catalog.run(lambda s: list(export_records(s, identity.tenant, agent)))
-    lines = (json.dumps(record, ensure_ascii=False) + "\n" for record in records)
-    return StreamingResponse(lines, media_type="application/x-ndjson")
+    tenant = identity.tenant
+    start = await gateway.catalog.run(export_start, tenant, agent)
+
+    async def lines():
+        """A page of trajectories at a time, each read in a transaction of its own."""
+        after = None
+        while True:
+            page = await gateway.catalog.run(
+                lambda s, after=after: export_page(s, tenant, agent, start=start, after=after)
+            )
+            for record in page.records:
+                yield json.dumps(record, ensure_ascii=False) + "\n"
+            if page.after is None:
+                return
+            after = page.after
+
+    return StreamingResponse(lines(), media_type="application/x-ndjson")
 
 
 async def health(request: Request) -> dict:

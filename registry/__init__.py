@@ -38,7 +38,14 @@ from registry.evolutions import (
     start_evolution,
     update_evolution,
 )
-from registry.export import export_records, purge_expired
+from registry.export import (
+    EXPORT_PAGE,
+    ExportPage,
+    export_page,
+    export_records,
+    export_start,
+    purge_expired,
+)
 from registry.memory import (
     MemoryItem,
     MemoryKind,
@@ -128,6 +135,7 @@ from registry.windows import (
 
 __all__ = [
     "ALL_TENANTS",
+    "EXPORT_PAGE",
     "SOURCE_WEIGHTS",
     "Agent",
     "AgentVersion",
@@ -143,6 +151,7 @@ __all__ = [
     "EffectiveReward",
     "EvolutionAlreadyRunning",
     "EvolutionRecord",
+    "ExportPage",
     "InvalidRecordError",
     "IssuedApiKey",
     "LlmUsage",
@@ -188,7 +197,9 @@ __all__ = [
     "effective_reward_of_event",
     "effective_reward_of_trajectory",
     "event_kinds",
+    "export_page",
     "export_records",
+    "export_start",
     "finish_evolution",
     "follow_up_turns",
     "get_agent",

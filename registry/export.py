@@ -8,21 +8,41 @@ verl-style trainers consume.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
 from sqlmodel import Session, select
 
-from atdp import EventKind, MessageAction, Traffic, TrainingEligibility
+from atdp import Event, EventKind, MessageAction, Traffic, TrainingEligibility, Trajectory
 from registry.db import id_chunks
-from registry.rewards import effective_reward, list_rewards
-from registry.scope import TenantScope
+from registry.rewards import effective_reward, rewards_by_trajectory
+from registry.scope import TenantScope, scoped
 from registry.tables import EventRow, RewardRow, StoredResponseRow, TrajectoryRow
-from registry.trajectories import get_events, list_trajectories
+from registry.trajectories import _trajectory
 
-__all__ = ["export_records", "purge_expired"]
+__all__ = [
+    "EXPORT_PAGE",
+    "ExportPage",
+    "export_page",
+    "export_records",
+    "export_start",
+    "purge_expired",
+]
+
+
+EXPORT_PAGE = 500  # trajectories read at a time: an export holds one page, not the day
+
+
+@dataclass(frozen=True)
+class ExportPage:
+    """A page of an export and where the next one starts (None: this was the last)."""
+
+    records: list[dict[str, Any]]
+    after: tuple[datetime, uuid.UUID] | None
 
 
 def export_records(
@@ -33,32 +53,118 @@ def export_records(
     since: datetime | None = None,
     limit: int = 100_000,
 ) -> Iterator[dict[str, Any]]:
-    """One record per trajectory that has training-eligible user events, oldest first."""
-    trajectories = list_trajectories(session, tenant, agent=agent, since=since, limit=limit)
-    for trajectory in reversed(trajectories):
-        events = [
-            e
-            for e in get_events(session, trajectory.tenant, trajectory.id)
-            if e.governance.training is TrainingEligibility.ELIGIBLE
-            and e.metadata.traffic is Traffic.USER
-        ]
-        if not events:
-            continue
-        rewards = list_rewards(session, trajectory.tenant, trajectory_id=trajectory.id)
-        overall = effective_reward(rewards)
-        steps = [_step(event, rewards) for event in events if event.kind is EventKind.LLM_CALL]
-        yield {
-            "trajectory_id": str(trajectory.id),
-            "tenant": trajectory.tenant,
-            "agent": trajectory.agent,
-            "session": trajectory.session,
-            "version": trajectory.versions.agent_version_id,
-            "task_type": trajectory.task_type,
-            "outcome": trajectory.outcome.model_dump(mode="json") if trajectory.outcome else None,
-            "reward": overall.value if overall else None,
-            "steps": steps,
-            "events": [e.model_dump(mode="json") for e in events],
-        }
+    """One record per trajectory that has training-eligible user events, oldest first, of
+    the agent's `limit` most recent trajectories (started at or after `since`).
+
+    Read a page of trajectories at a time, with their events and rewards in one query
+    each, so an export of a day of traffic holds one page in memory, whatever its size.
+    """
+    start = export_start(session, tenant, agent, since=since, limit=limit)
+    after = None
+    while True:
+        page = export_page(session, tenant, agent, since=since, start=start, after=after)
+        yield from page.records
+        if page.after is None:
+            return
+        after = page.after
+
+
+def export_start(
+    session: Session,
+    tenant: TenantScope,
+    agent: str,
+    *,
+    since: datetime | None = None,
+    limit: int = 100_000,
+) -> tuple[datetime, uuid.UUID] | None:
+    """Where an export of the `limit` most recent trajectories begins (None: at `since`,
+    or the first, when there are no more than `limit`)."""
+    statement = _trajectories(tenant, agent, since)
+    statement = statement.order_by(TrajectoryRow.started_at.desc(), TrajectoryRow.id.desc())
+    row = session.exec(statement.offset(max(limit, 1) - 1).limit(1)).first()
+    return None if row is None else (row.started_at, row.id)
+
+
+def export_page(
+    session: Session,
+    tenant: TenantScope,
+    agent: str,
+    *,
+    since: datetime | None = None,
+    start: tuple[datetime, uuid.UUID] | None = None,
+    after: tuple[datetime, uuid.UUID] | None = None,
+    size: int = EXPORT_PAGE,
+) -> ExportPage:
+    """The export's records of the next `size` trajectories from `start` (inclusive) and
+    past `after` (the previous page's `after`), oldest first. Each page is its own unit:
+    a caller may read pages in separate transactions (the gateway streams them so)."""
+    statement = _trajectories(tenant, agent, since)
+    key = sa.tuple_(TrajectoryRow.started_at, TrajectoryRow.id)
+    if start is not None:
+        statement = statement.where(key >= _key(start))
+    if after is not None:
+        statement = statement.where(key > _key(after))
+    statement = statement.order_by(TrajectoryRow.started_at, TrajectoryRow.id).limit(size)
+    trajectories = [_trajectory(row) for row in session.exec(statement)]
+    if not trajectories:
+        return ExportPage([], None)
+    ids = [trajectory.id for trajectory in trajectories]
+    events: dict[uuid.UUID, list[Event]] = {}
+    rows = session.exec(
+        select(EventRow.body)
+        .where(
+            EventRow.trajectory_id.in_(ids),
+            EventRow.traffic == Traffic.USER.value,
+            EventRow.training == TrainingEligibility.ELIGIBLE.value,
+        )
+        .order_by(EventRow.trajectory_id, EventRow.seq)
+    )
+    for body in rows:
+        event = Event.model_validate(body)
+        events.setdefault(event.trajectory_id, []).append(event)
+    rewards = rewards_by_trajectory(session, ids)
+    records = [
+        _record(trajectory, events[trajectory.id], rewards.get(trajectory.id, []))
+        for trajectory in trajectories
+        if trajectory.id in events
+    ]
+    last = trajectories[-1]
+    more = len(trajectories) == size
+    return ExportPage(records, (last.started_at, last.id) if more else None)
+
+
+def _key(value: tuple[datetime, uuid.UUID]) -> Any:
+    """A (started_at, id) position, bound as the columns' own types (SQLite stores times
+    as text in a format of their own)."""
+    columns = TrajectoryRow.__table__.c
+    return sa.tuple_(
+        sa.literal(value[0], columns.started_at.type), sa.literal(value[1], columns.id.type)
+    )
+
+
+def _trajectories(tenant: TenantScope, agent: str, since: datetime | None) -> Any:
+    statement = scoped(select(TrajectoryRow), TrajectoryRow.tenant, tenant)
+    statement = statement.where(TrajectoryRow.agent == agent)
+    if since is not None:
+        statement = statement.where(TrajectoryRow.started_at >= since)
+    return statement
+
+
+def _record(trajectory: Trajectory, events: list[Event], rewards: list) -> dict[str, Any]:
+    overall = effective_reward(rewards)
+    steps = [_step(event, rewards) for event in events if event.kind is EventKind.LLM_CALL]
+    return {
+        "trajectory_id": str(trajectory.id),
+        "tenant": trajectory.tenant,
+        "agent": trajectory.agent,
+        "session": trajectory.session,
+        "version": trajectory.versions.agent_version_id,
+        "task_type": trajectory.task_type,
+        "outcome": trajectory.outcome.model_dump(mode="json") if trajectory.outcome else None,
+        "reward": overall.value if overall else None,
+        "steps": steps,
+        "events": [e.model_dump(mode="json") for e in events],
+    }
 
 
 def _step(event, rewards) -> dict[str, Any]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
@@ -31,35 +33,60 @@ def export(
 
     if format not in {"jsonl", "parquet"}:
         raise typer.BadParameter("use jsonl or parquet", param_hint="--format")
-    records = []
-    with transaction(_engine()) as session, Progress(console=console, transient=True) as progress:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    trajectories = steps = 0
+    # Written as read, a page of trajectories at a time: memory stays bounded however much
+    # traffic the export holds.
+    with (
+        transaction(_engine()) as session,
+        Progress(console=console, transient=True) as progress,
+        _writer(out, format) as write,
+    ):
         task = progress.add_task(f"exporting {agent}", total=None)
         for record in export_records(session, tenant or ALL_TENANTS, agent, since=since):
-            records.append(record)
+            write(record)
+            trajectories += 1
+            steps += len(record["steps"])
             progress.advance(task)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    console.print(
+        f"wrote {trajectories} trajectories ({steps} llm calls) to {out}", highlight=False
+    )
+
+
+@contextmanager
+def _writer(out: Path, format: str) -> Iterator[Callable[[dict], None]]:
+    """A function writing one export record to `out`: a JSON line, or a Parquet row
+    (nested parts as JSON text), in row groups of a page of records."""
     if format == "jsonl":
         with out.open("w") as handle:
-            for record in records:
-                handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-    else:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+            yield lambda record: handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        return
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-        flat = [
-            {
-                **r,
-                "steps": json.dumps(r["steps"]),
-                "events": json.dumps(r["events"]),
-                "outcome": json.dumps(r["outcome"]),
-            }
-            for r in records
-        ]
-        pq.write_table(pa.Table.from_pylist(flat), out)
-    steps = sum(len(r["steps"]) for r in records)
-    console.print(
-        f"wrote {len(records)} trajectories ({steps} llm calls) to {out}", highlight=False
+    from registry import EXPORT_PAGE
+
+    text, nested = pa.string(), ("steps", "events", "outcome")
+    schema = pa.schema(
+        [(name, text) for name in ("trajectory_id", "tenant", "agent", "session", "version")]
+        + [("task_type", text), ("outcome", text), ("reward", pa.float64())]
+        + [("steps", text), ("events", text)]
     )
+    rows: list[dict] = []
+    with pq.ParquetWriter(out, schema) as parquet:
+
+        def flush() -> None:
+            parquet.write_table(pa.Table.from_pylist(rows, schema=schema))
+            rows.clear()
+
+        def write(record: dict) -> None:
+            rows.append({**record, **{key: json.dumps(record[key]) for key in nested}})
+            if len(rows) >= EXPORT_PAGE:
+                flush()
+
+        yield write
+        if rows:
+            flush()
 
 
 def gc() -> None:

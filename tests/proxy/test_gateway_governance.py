@@ -110,6 +110,22 @@ def test_training_opt_out_and_debug_only_are_excluded_from_exports(live, tmp_pat
     )
     assert result.returncode == 0, result.stderr
     assert [json.loads(line)["session"] for line in out.read_text().splitlines()] == ["train-on"]
+    parquet = tmp_path / "export.parquet"
+    result = subprocess.run(
+        [
+            *(str(Path(sys.executable).parent / "evoplane"), "export"),
+            *("--agent", "support-bot", "--out", str(parquet), "--format", "parquet"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    import pyarrow.parquet as pq
+
+    (row,) = pq.read_table(parquet).to_pylist()
+    assert row["session"] == "train-on" and json.loads(row["steps"]) == record["steps"]
 
 
 def test_one_tenant_cannot_read_rate_or_export_anothers_data(live) -> None:
