@@ -118,6 +118,13 @@ class Settings(BaseSettings):
         "embedded gateway (behind a load balancer in production).",
     )
     admin_token: SecretStr | None = None
+    worker_activity_threads: int = Field(
+        default=8,
+        ge=1,
+        description="Threads a worker runs its synchronous activities in, off its event "
+        "loop; it takes as many evoplane-control activities at once (a --gpu worker adds "
+        "one thread for its training job).",
+    )
     tool_simulators: str | None = Field(
         default=None,
         description="module:attribute of a mapping from name to tool simulator, offered by "

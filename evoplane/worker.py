@@ -31,7 +31,14 @@ from workflows.loop import EvolutionLoop
 from workflows.queues import CONTROL_QUEUE, GPU_QUEUE
 from workflows.rollback import RollbackWorkflow
 
-__all__ = ["WORKFLOWS", "connect", "run_workers", "temporal_tls", "workers_for"]
+__all__ = [
+    "WORKFLOWS",
+    "activity_executor",
+    "connect",
+    "run_workers",
+    "temporal_tls",
+    "workers_for",
+]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +46,7 @@ WORKFLOWS = [EvolutionWorkflow, RollbackWorkflow, EvolutionLoop]
 # How long activities in flight may take to finish once a worker is asked to stop (within
 # Kubernetes' default 30 s grace period); a training job's checkpoints make the rest cheap.
 SHUTDOWN_GRACE = timedelta(seconds=20)
+_DEFAULT_SLOTS: int = Settings.model_fields["worker_activity_threads"].default
 
 
 async def connect(settings: Settings) -> Client:
@@ -88,6 +96,13 @@ def _tracker(settings: Settings):
     return EvolutionTracker(settings.tracking_uri, temporal_ui_url=settings.temporal_ui_url)
 
 
+def activity_executor(settings: Settings, *, gpu: bool) -> ThreadPoolExecutor:
+    """The threads synchronous activities run in, so none blocks the worker's event loop:
+    one per evoplane-control activity slot, and one for the GPU queue's training job."""
+    threads = settings.worker_activity_threads + (1 if gpu else 0)
+    return ThreadPoolExecutor(threads, thread_name_prefix="evoplane-activity")
+
+
 def workers_for(
     client: Client,
     activities: EvolutionActivities,
@@ -95,8 +110,14 @@ def workers_for(
     *,
     gpu: bool,
     training: TrainingActivities | None = None,
+    slots: int = _DEFAULT_SLOTS,
 ) -> list[Worker]:
-    """The control worker, and the GPU worker (RL training jobs) when asked for."""
+    """The control worker, and the GPU worker (RL training jobs) when asked for.
+
+    Args:
+        slots: control activities taken at once; `executor` needs a thread for each (see
+            `activity_executor`), else a task taken waits for a thread while its timeouts run.
+    """
     methods = [
         activities.begin,
         activities.decide,
@@ -116,6 +137,7 @@ def workers_for(
             workflows=WORKFLOWS,
             activities=methods,
             activity_executor=executor,
+            max_concurrent_activities=slots,
             graceful_shutdown_timeout=SHUTDOWN_GRACE,
         )
     ]
@@ -182,10 +204,16 @@ async def run_workers(settings: Settings, *, gpu: bool, tracking: bool = True) -
     )
     client = await connect(settings)
     stop = _stop_on_signals()
-    with ThreadPoolExecutor(max_workers=8) as executor:
-        workers = workers_for(client, activities, executor, gpu=gpu, training=training)
+    slots = settings.worker_activity_threads
+    with activity_executor(settings, gpu=gpu) as executor:
+        workers = workers_for(client, activities, executor, gpu=gpu, training=training, slots=slots)
         queues = ", ".join(w.task_queue for w in workers)
-        log.info("worker serving %s at %s", queues, settings.temporal_target)
+        log.info(
+            "worker serving %s at %s (%d activities at once)",
+            queues,
+            settings.temporal_target,
+            slots,
+        )
         running = asyncio.gather(*(worker.run() for worker in workers))
         stopping = asyncio.ensure_future(stop.wait())
         try:
