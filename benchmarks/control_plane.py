@@ -71,6 +71,7 @@ class RoundFigures:
     actions: dict[str, int] = field(default_factory=dict)
     activities: int = 0
     activity_ends: dict[str, int] = field(default_factory=dict)
+    activity_retries: int = 0  # attempts after the first (a lost task shows here)
     most_activities_at_once: int = 0
     most_at_once_per_worker: dict[str, int] = field(default_factory=dict)
     activity_wait_p50: float = 0.0  # scheduled -> started, seconds
@@ -79,6 +80,7 @@ class RoundFigures:
     workflow_task_wait_max: float = 0.0
     workflow_task_timeouts: int = 0
     workflow_task_failures: int = 0
+    evolutions: list[dict[str, Any]] = field(default_factory=list)
 
 
 def main() -> None:
@@ -203,6 +205,9 @@ def _seed(
         play._traffic(play.scenario.sessions, "seed")
         return since
 
+    for play in plays:  # one at a time: worlds share tenants, each created once
+        for base in play.tenants:
+            play.tenancy.key(base)
     with ThreadPoolExecutor(at_once) as pool:
         since = list(pool.map(seed, plays))
     round_.seed_seconds = round(time.monotonic() - began, 1)
@@ -223,6 +228,16 @@ def _evolve_all(
         ended = list(pool.map(_follow, plays, ids))
     round_.wall_seconds = round(max(end for end, _ in ended) - began, 1)
     lives = [live for _, live in ended]
+    round_.evolutions = [
+        {
+            "agent": play.agent,
+            "action": live.get("action"),
+            "outcome": live.get("outcome"),
+            "reason": live.get("reason"),
+            "seconds": round(end - began, 1),
+        }
+        for play, (end, live) in zip(plays, ended, strict=True)
+    ]
     round_.outcomes = dict(Counter(str(live.get("outcome")) for live in lives))
     round_.actions = dict(Counter(str(live.get("action")) for live in lives))
     _say(started, f"all ended in {round_.wall_seconds:.0f}s: {round_.outcomes}")
@@ -254,6 +269,7 @@ def _measure(round_: RoundFigures, histories: list[WorkflowHistory], seconds: li
                 start = events[attributes.started_event_id]
                 scheduled = events[attributes.scheduled_event_id]
                 worker = start.activity_task_started_event_attributes.identity
+                round_.activity_retries += start.activity_task_started_event_attributes.attempt - 1
                 spans.append((worker, _time(start), _time(event)))
                 waits.append(_time(start) - _time(scheduled))
                 ends[_ACTIVITY_CLOSED[kind]] += 1
@@ -301,6 +317,8 @@ def _say(started: float, text: str) -> None:
 def _print(round_: RoundFigures) -> None:
     print(f"\n{round_.agents} agents, {round_.workers} worker(s) x {round_.threads} threads")
     for name, value in asdict(round_).items():
+        if name == "evolutions":
+            continue
         print(f"  {name:28} {value}")
 
 
