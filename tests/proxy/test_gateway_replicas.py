@@ -15,21 +15,9 @@ from atdp import EventKind, ToolCallAction
 from proxy.config import GatewayConfig
 from registry import create_db_engine, get_events, list_trajectories, transaction, upgrade
 from tests.conftest import postgres_schema_url
-from tests.proxy.test_gateway_sdk import client
+from tests.proxy.test_gateway_sdk import LOOKUP, client
 from tests.support.gateway import GatewayServer, seed_gateway_world
 
-LOOKUP = {
-    "type": "function",
-    "function": {
-        "name": "lookup_order",
-        "description": "Look up an order",
-        "parameters": {
-            "type": "object",
-            "properties": {"order_id": {"type": "string"}},
-            "required": ["order_id"],
-        },
-    },
-}
 SESSIONS = 6
 
 
