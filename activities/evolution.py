@@ -22,6 +22,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.deployment import DeploymentError, deploy_weights
+from activities.heartbeat import beating
 from activities.models import (
     AliasChange,
     BeginResult,
@@ -185,10 +186,11 @@ class EvolutionActivities:
         The window is read in one transaction and measured after it: a judge model may read
         the corrections, and no transaction waits on it.
         """
-        with transaction(self.engine) as session:
-            records = read_window(session, request.window)
-        with self._correction_judge(request.window.agent) as reader:
-            stats = measure_window(records, judge=reader)
+        with beating():
+            with transaction(self.engine) as session:
+                records = read_window(session, request.window)
+            with self._correction_judge(request.window.agent) as reader:
+                stats = measure_window(records, judge=reader)
         decision = decide(stats, request.policy, force=request.force)
         with transaction(self.engine) as session:
             update_evolution(

@@ -155,6 +155,7 @@ class EvolutionWorkflow:
             ),
             summary="analyse the window and choose the action",
             timeout=timedelta(minutes=10),
+            heartbeat=timedelta(minutes=1),  # a task that never reached a worker: retried
         )
         self._update(action=decision.action, reason=decision.reason, decision=decision)
         workflow.upsert_search_attributes([ACTION.value_set(decision.action.value)])
