@@ -63,20 +63,19 @@ def stop_collector(process: subprocess.Popen) -> int:
     return int(output.split()[0])
 
 
-def fresh_schema_url(prefix: str = "bench") -> tuple[str, str]:
-    """A new, empty PostgreSQL schema: (URL with it first on the search path, schema name)."""
+def fresh_schema_url(prefix: str = "bench", url: str = POSTGRES) -> tuple[str, str]:
+    """A new, empty PostgreSQL schema in the database at `url`: (URL with it first on the
+    search path, schema name)."""
     schema = f"{prefix}_{uuid.uuid4().hex[:10]}"
-    admin = create_db_engine(POSTGRES)
+    admin = create_db_engine(url)
     with admin.begin() as connection:
         connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
     admin.dispose()
-    return str(
-        sa.make_url(POSTGRES).update_query_dict({"options": f"-csearch_path={schema}"})
-    ), schema
+    return str(sa.make_url(url).update_query_dict({"options": f"-csearch_path={schema}"})), schema
 
 
-def drop_schema(schema: str) -> None:
-    admin = create_db_engine(POSTGRES)
+def drop_schema(schema: str, url: str = POSTGRES) -> None:
+    admin = create_db_engine(url)
     with admin.begin() as connection:
         connection.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
     admin.dispose()

@@ -48,7 +48,7 @@ from atdp import (
     new_id,
     utcnow,
 )
-from benchmarks.support import POSTGRES, ROOT
+from benchmarks.support import POSTGRES, ROOT, drop_schema, fresh_schema_url
 from proxy.capture.events import (
     Exchange,
     SessionState,
@@ -478,25 +478,8 @@ class Run:
     profile: str | None
 
 
-def _fresh_schema(url: str) -> tuple[str, str]:
-    schema = f"bench_{uuid.uuid4().hex[:10]}"
-    admin = create_db_engine(url)
-    with admin.begin() as connection:
-        connection.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    admin.dispose()
-    options = {"options": f"-csearch_path={schema}"}
-    return str(sa.make_url(url).update_query_dict(options)), schema
-
-
-def _drop_schema(url: str, schema: str) -> None:
-    admin = create_db_engine(url)
-    with admin.begin() as connection:
-        connection.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-    admin.dispose()
-
-
 def run(database_url: str, trajectories: int, *, profile: bool) -> Run:
-    url, schema = _fresh_schema(database_url)
+    url, schema = fresh_schema_url(url=database_url)
     try:
         engine = create_db_engine(url)
         upgrade(engine)
@@ -514,7 +497,7 @@ def run(database_url: str, trajectories: int, *, profile: bool) -> Run:
         profiled = _measure_apart(url, since, until, profile=True)["profile"] if profile else None
         return Run(trajectories, events, rewards, seeded, result, profiled)
     finally:
-        _drop_schema(database_url, schema)
+        drop_schema(schema, database_url)
 
 
 def _report(runs: list[Run]) -> Iterator[str]:
