@@ -37,6 +37,7 @@ from evoplane.scenarios.catalog import by_name
 from evoplane.scenarios.runner import AdminCLI, SuiteScale, Tenancy, _ScenarioRun
 from evoplane.scenarios.upstream import ModelServer
 from evoplane.settings import Settings, load_settings
+from tests.support.intervals import most_at_once
 
 # The suite's scenarios whose fix is a memory item or a tool-schema edit.
 CHEAP = (
@@ -282,10 +283,10 @@ def _measure(round_: RoundFigures, histories: list[WorkflowHistory], seconds: li
                 round_.workflow_task_failures += 1
     round_.activities = len(spans)
     round_.activity_ends = dict(ends)
-    round_.most_activities_at_once = _most_at_once([(a, b) for _, a, b in spans])
+    round_.most_activities_at_once = most_at_once([(a, b) for _, a, b in spans])
     for worker in sorted({worker for worker, _, _ in spans}):
         held = [(a, b) for w, a, b in spans if w == worker]
-        round_.most_at_once_per_worker[worker] = _most_at_once(held)
+        round_.most_at_once_per_worker[worker] = most_at_once(held)
     round_.activity_wait_p50 = round(statistics.median(waits), 3) if waits else 0.0
     round_.activity_wait_max = round(max(waits, default=0.0), 3)
     round_.workflow_tasks = len(task_waits)
@@ -298,16 +299,6 @@ def _attributes(event):
 
 def _time(event) -> float:
     return event.event_time.ToDatetime().timestamp()
-
-
-def _most_at_once(spans: list[tuple[float, float]]) -> int:
-    """The most spans open at one instant (an end before a start at the same time)."""
-    edges = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
-    running = peak = 0
-    for _, step in edges:
-        running += step
-        peak = max(peak, running)
-    return peak
 
 
 def _say(started: float, text: str) -> None:

@@ -16,6 +16,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from activities.evolution import EvolutionActivities
 from evoplane.settings import load_settings
 from evoplane.worker import activity_executor, workers_for
+from tests.support.intervals import most_at_once
 from workflows.queues import CONTROL_QUEUE
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
@@ -56,16 +57,6 @@ class ManyAtOnce:
                 for index in range(count)
             )
         )
-
-
-def most_at_once(held: list[tuple[datetime, datetime]]) -> int:
-    """The most intervals open at one instant (an end before a start at the same time)."""
-    edges = sorted([(start, 1) for start, _ in held] + [(end, -1) for _, end in held])
-    running = peak = 0
-    for _, step in edges:
-        running += step
-        peak = max(peak, running)
-    return peak
 
 
 async def test_sync_activities_run_in_the_configured_pool_and_no_more_are_taken(
