@@ -1,6 +1,7 @@
 """Bulk, idempotent writes of captured records: COPY on PostgreSQL, batched INSERT elsewhere.
 
-The gateway's capture writer sends hundreds of records per transaction. On PostgreSQL they
+The gateway's capture writer sends hundreds of records per transaction (trajectories,
+events, rewards, the Responses API responses it stores). On PostgreSQL they
 are COPYed into temporary tables and moved with INSERT ... SELECT ... ON CONFLICT DO
 NOTHING: the per-row work happens in C and in the server, not in Python, and a record
 already stored (a replayed spool) is skipped exactly as with the one-by-one functions.
@@ -15,6 +16,7 @@ from sqlmodel import Session
 from atdp import Event, Reward, Trajectory
 from registry.db import dumps_json, may_hold_big_floats
 from registry.errors import InvalidRecordError
+from registry.responses import StoredResponse, store_responses
 from registry.rewards import add_rewards, reward_columns
 from registry.sealed import SealedEvent, store_sealed
 from registry.trajectories import (
@@ -65,18 +67,21 @@ def write_batch(
     event_documents: Sequence[str] | None = None,
     sealed: Sequence[SealedEvent] = (),
     endings: Sequence[TrajectoryEnd] = (),
+    responses: Sequence[StoredResponse] = (),
 ) -> None:
-    """Write trajectories, then events, then rewards; records already stored are skipped.
+    """Write trajectories, then events, then rewards, then stored responses; records
+    already stored (or responses deleted since) are skipped.
 
     Args:
         event_documents: each event's JSON text, if the caller has it already (saves
             serialising twice); must be `event.model_dump_json()` of the same events.
         sealed: encrypted raw copies of redacted events.
         endings: trajectories to close (ended_at, outcome), applied last.
+        responses: Responses API responses to store (`registry.responses`).
     """
     if sealed:
         store_sealed(session, sealed)
-    _write_rows(session, trajectories, events, rewards, event_documents)
+    _write_rows(session, trajectories, events, rewards, event_documents, responses)
     for ending in endings:
         close_trajectory(
             session,
@@ -87,7 +92,7 @@ def write_batch(
         )
 
 
-def _write_rows(session, trajectories, events, rewards, event_documents) -> None:
+def _write_rows(session, trajectories, events, rewards, event_documents, responses) -> None:
     """COPY on PostgreSQL; the one-by-one functions (batched INSERT) elsewhere."""
     if session.get_bind().dialect.name != "postgresql":
         for trajectory in trajectories:
@@ -95,6 +100,7 @@ def _write_rows(session, trajectories, events, rewards, event_documents) -> None
         insert_events(session, events)
         if rewards:
             add_rewards(session, rewards)
+        store_responses(session, responses)
         return
     cursor = session.connection().connection.driver_connection.cursor()
     if trajectories:
@@ -112,6 +118,12 @@ def _write_rows(session, trajectories, events, rewards, event_documents) -> None
             [_reward_row(r) for r in rewards],
             check=_REWARD_TARGETS,
         )
+    if responses:
+        # A batched INSERT of these cost the drain ~1 ms a batch plus ~100 us a row of
+        # Python (psycopg splits the long statement's text anew each time), all of it
+        # holding the gateway's GIL; COPY is a few us a row.
+        rows = [tuple(getattr(r, c) for c in _RESPONSE_COLUMNS) for r in responses]
+        _copy(cursor, "stored_response", _RESPONSE_COLUMNS, rows)
 
 
 # Staged rows that break a registry rule, checked in SQL (one round trip, no ORM work):
@@ -157,6 +169,19 @@ def _copy(
     )
 
 
+_RESPONSE_COLUMNS = (
+    "tenant",
+    "id",
+    "agent",
+    "session",
+    "trajectory_id",
+    "event_id",
+    "previous_id",
+    "document",
+    "sealed",
+    "created_at",
+    "expires_at",
+)
 _REWARD_COLUMNS = (
     "id",
     "tenant",

@@ -22,7 +22,6 @@ from registry import (
     StoredResponse,
     TrajectoryEnd,
     route_session,
-    store_responses,
     transaction,
     write_batch,
 )
@@ -136,6 +135,6 @@ def commit_records(engine: Engine, records: list[CaptureRecord]) -> list[Session
             event_documents=[r.document for r in events],
             sealed=[r.item for r in records if r.kind == "sealed"],
             endings=[r.item for r in records if r.kind == "trajectory_end"],
+            responses=[r.item for r in records if r.kind == "stored_response"],
         )
-        store_responses(session, [r.item for r in records if r.kind == "stored_response"])
     return lost
