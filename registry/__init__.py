@@ -63,6 +63,7 @@ from registry.migrate import (
     head_revision,
     upgrade,
 )
+from registry.partitions import drop_expired_partitions, ensure_partitions
 from registry.progress import RecordedAnswer, SessionProgress, last_activity, session_progress
 from registry.responses import (
     StoredResponse,
@@ -193,9 +194,11 @@ __all__ = [
     "current_revision",
     "delete_stored_response",
     "describe_url",
+    "drop_expired_partitions",
     "effective_reward",
     "effective_reward_of_event",
     "effective_reward_of_trajectory",
+    "ensure_partitions",
     "event_kinds",
     "export_page",
     "export_records",

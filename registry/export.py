@@ -19,6 +19,7 @@ from sqlmodel import Session, select
 
 from atdp import Event, EventKind, MessageAction, Traffic, TrainingEligibility, Trajectory
 from registry.db import id_chunks
+from registry.partitions import drop_expired_partitions
 from registry.rewards import effective_reward, rewards_by_trajectory
 from registry.scope import TenantScope, scoped
 from registry.tables import EventRow, RewardRow, StoredResponseRow, TrajectoryRow
@@ -191,8 +192,16 @@ def _step(event, rewards) -> dict[str, Any]:
 
 def purge_expired(session: Session, now: datetime) -> dict[str, int]:
     """Delete what is past its retention: events, their rewards, the trajectories they
-    emptied, and stored responses (deleted ones' tombstones too)."""
+    emptied, and stored responses (deleted ones' tombstones too).
+
+    On PostgreSQL a day whose every event has expired goes as a whole partition first
+    (`registry.partitions`); the rest is deleted row by row.
+    """
+    dropped = drop_expired_partitions(session.connection(), now)
     counts = _purge_events(session, now)
+    for name in ("events", "rewards", "trajectories"):
+        counts[name] += dropped[name]
+    counts["partitions"] = dropped["partitions"]
     expired = sa.and_(
         StoredResponseRow.expires_at.is_not(None), StoredResponseRow.expires_at <= now
     )

@@ -154,7 +154,9 @@ class EventRow(SQLModel, table=True):
 
     __tablename__ = "event"
     __table_args__ = (
-        sa.UniqueConstraint("trajectory_id", "seq"),
+        # Not unique: on PostgreSQL the table is partitioned by created_at, and a unique
+        # key there must hold it (migration 0006); the gateway keeps seq gapless.
+        sa.Index("ix_event_trajectory_id_seq", "trajectory_id", "seq"),
         sa.Index("ix_event_tenant_created", "tenant", "created_at"),
     )
 
@@ -184,7 +186,8 @@ class RewardRow(SQLModel, table=True):
     id: uuid.UUID = Field(primary_key=True)
     tenant: str = Field(foreign_key="tenant.name", max_length=64)
     trajectory_id: uuid.UUID = Field(foreign_key="trajectory.id")
-    event_id: uuid.UUID | None = Field(default=None, foreign_key="event.id")
+    # Checked by the writers, not by a foreign key: events are partitioned on PostgreSQL.
+    event_id: uuid.UUID | None = Field(default=None)
     name: str = Field(max_length=200)
     source: str = Field(max_length=32)
     value_kind: str = Field(max_length=16)

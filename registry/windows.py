@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Collection
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -117,21 +117,30 @@ class UserTurn(BaseModel):
     text: str | None
 
 
-def _traffic(traffic: Traffic) -> sa.ColumnElement[bool]:
-    """User: the trajectory holds no shadow or evaluation event; else it holds one of `traffic`."""
-    if traffic is Traffic.USER:
-        other = select(EventRow.id).where(
-            EventRow.trajectory_id == TrajectoryRow.id, EventRow.traffic != Traffic.USER.value
-        )
+# How much earlier than its trajectory's start an event (or a reward) may be stamped: by
+# another gateway whose clock is a little behind. Reads of a window's events and rewards
+# bound created_at by the window's start less this, so that on PostgreSQL the planner
+# skips the day partitions before the window (registry.partitions).
+CLOCK_SKEW = timedelta(hours=1)
+
+
+def _recorded_since(window: TrajectoryWindow, created_at: Any) -> sa.ColumnElement[bool]:
+    """`created_at` (an event's or a reward's) is not before the window can hold."""
+    return created_at >= window.since - CLOCK_SKEW if window.since is not None else sa.true()
+
+
+def _traffic(window: TrajectoryWindow) -> sa.ColumnElement[bool]:
+    """User: the trajectory holds no shadow or evaluation event; else it holds one of the
+    window's traffic."""
+    own = (EventRow.trajectory_id == TrajectoryRow.id, _recorded_since(window, EventRow.created_at))
+    if window.traffic is Traffic.USER:
+        other = select(EventRow.id).where(*own, EventRow.traffic != Traffic.USER.value)
         return ~other.exists()
-    own = select(EventRow.id).where(
-        EventRow.trajectory_id == TrajectoryRow.id, EventRow.traffic == traffic.value
-    )
-    return own.exists()
+    return select(EventRow.id).where(*own, EventRow.traffic == window.traffic.value).exists()
 
 
 def _select(window: TrajectoryWindow, *columns: Any) -> sa.Select:
-    where = (TrajectoryRow.agent == window.agent, _traffic(window.traffic))
+    where = (TrajectoryRow.agent == window.agent, _traffic(window))
     statement = select(*columns).where(*where)
     if window.tenants is not None:
         statement = statement.where(TrajectoryRow.tenant.in_(window.tenants))
@@ -165,6 +174,7 @@ def _window_events(window: TrajectoryWindow, kind: EventKind, *columns: Any) -> 
         EventRow.trajectory_id.in_(_ids(window)),
         EventRow.kind == kind.value,
         EventRow.traffic == window.traffic.value,
+        _recorded_since(window, EventRow.created_at),
     )
 
 
@@ -317,7 +327,7 @@ def window_rewards(session: Session, window: TrajectoryWindow) -> list[Reward]:
     # Plain rows, not ORM objects: a window holds thousands of rewards, read once.
     statement = (
         select(table)
-        .where(table.c.trajectory_id.in_(_ids(window)))
+        .where(table.c.trajectory_id.in_(_ids(window)), _recorded_since(window, table.c.created_at))
         .order_by(table.c.created_at, table.c.id)
     )
     return [_reward(row) for row in session.execute(statement)]
@@ -332,7 +342,12 @@ def rewarded_events(session: Session, window: TrajectoryWindow, kind: EventKind)
     statement = (
         select(EventRow.id)
         .join(RewardRow, RewardRow.event_id == EventRow.id)
-        .where(RewardRow.trajectory_id.in_(_ids(window)), EventRow.kind == kind.value)
+        .where(
+            RewardRow.trajectory_id.in_(_ids(window)),
+            EventRow.kind == kind.value,
+            _recorded_since(window, RewardRow.created_at),
+            _recorded_since(window, EventRow.created_at),
+        )
         .distinct()
     )
     return set(session.scalars(statement))

@@ -91,14 +91,18 @@ def _writer(out: Path, format: str) -> Iterator[Callable[[dict], None]]:
 
 def gc() -> None:
     """Purge what is past its retention (expires_at): events, their rewards, emptied
-    trajectories and stored responses."""
+    trajectories and stored responses; on PostgreSQL, whole expired days go as partitions
+    and the days of the coming week are created (run it daily, e.g. from cron)."""
     from atdp import utcnow
-    from registry import purge_expired, transaction
+    from registry import ensure_partitions, purge_expired, transaction
 
-    with transaction(_engine()) as session:
+    engine = _engine()
+    with transaction(engine) as session:
         counts = purge_expired(session, utcnow())
+    created = ensure_partitions(engine, utcnow())
     console.print(
         f"purged {counts['events']} events, {counts['rewards']} rewards, "
-        f"{counts['trajectories']} trajectories, {counts['responses']} stored responses",
+        f"{counts['trajectories']} trajectories, {counts['responses']} stored responses; "
+        f"dropped {counts['partitions']} partitions, created {len(created)}",
         highlight=False,
     )

@@ -31,15 +31,18 @@ import mmap
 import os
 import select
 from dataclasses import asdict, dataclass
+from datetime import date
 from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
+from atdp import utcnow
 from proxy.capture.records import CaptureRecord, commit_records
 from proxy.capture.spool import SUFFIX
 from registry import RegistryError, SessionRoute, create_db_engine, is_unreachable
+from registry.partitions import ensure_partitions
 
 __all__ = ["Drain", "DrainSettings", "Progress", "SharedProgress"]
 
@@ -142,6 +145,7 @@ class Drain:
         self.engine = create_db_engine(settings.database_url)
         self.open: dict[int, _Segment] = {}
         self.stopping = False
+        self.partitions_checked: date | None = None  # the day partitions were last ensured
 
     def run(self) -> None:
         try:
@@ -220,9 +224,27 @@ class Drain:
     # --- writing the registry -----------------------------------------------------------
 
     def _commit(self, records: list[CaptureRecord]) -> None:
+        if records:
+            self._keep_partitions_ahead()
         size = self.settings.batch_size
         for start in range(0, len(records), size):
             self._commit_with_retry(records[start : start + size])
+
+    def _keep_partitions_ahead(self) -> None:
+        """Once a day, make sure the registry has its day partitions a week ahead
+        (`registry.partitions`; a no-op on SQLite). Until it has, rows go to the default
+        partition, which the next creation moves them out of."""
+        today = utcnow().date()
+        if self.partitions_checked == today:
+            return
+        try:
+            created = ensure_partitions(self.engine, utcnow())
+        except Exception as error:  # noqa: BLE001 - the commit that follows reports it
+            log.warning("could not create the registry's day partitions: %s", error)
+            return
+        if created:
+            log.info("created registry partitions: %s", ", ".join(created))
+        self.partitions_checked = today
 
     def _commit_with_retry(self, records: list[CaptureRecord]) -> None:
         backoff = 0.05

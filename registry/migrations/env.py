@@ -10,6 +10,7 @@ from alembic import context
 from sqlalchemy import create_engine
 
 from registry.migrate import VERSION_TABLE
+from registry.partitions import compared_by_autogenerate
 from registry.tables import metadata
 
 config = context.config
@@ -22,6 +23,7 @@ def _configure(connection) -> None:
         version_table=VERSION_TABLE,
         render_as_batch=connection.dialect.name == "sqlite",
         compare_type=True,
+        include_name=compared_by_autogenerate,
     )
 
 

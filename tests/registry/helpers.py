@@ -47,16 +47,16 @@ def trajectory(
 
 
 def event(trajectory: Trajectory, seq: int, **changes) -> Event:
-    return Event(
-        id=new_id(),
-        trajectory_id=trajectory.id,
-        seq=seq,
-        kind="llm_call",
-        created_at=utcnow(),
-        metadata=EventMetadata(tenant=trajectory.tenant, session=trajectory.session),
-        replay=ReplayInfo(replay_class="deterministic"),
-        **changes,
-    )
+    fields = {
+        "id": new_id(),
+        "trajectory_id": trajectory.id,
+        "seq": seq,
+        "kind": "llm_call",
+        "created_at": utcnow(),
+        "metadata": EventMetadata(tenant=trajectory.tenant, session=trajectory.session),
+        "replay": ReplayInfo(replay_class="deterministic"),
+    }
+    return Event(**{**fields, **changes})
 
 
 def reward(trajectory: Trajectory, value: float, event: Event | None = None, **changes) -> Reward:

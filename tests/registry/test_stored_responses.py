@@ -97,7 +97,13 @@ def test_an_expired_response_is_not_found_and_purged(world) -> None:
         assert delete_stored_response(session, "acme", expired.id) is False
     with transaction(world) as session:
         counts = purge_expired(session, now)
-    assert counts == {"events": 0, "rewards": 0, "trajectories": 0, "responses": 1}
+    assert counts == {
+        "events": 0,
+        "rewards": 0,
+        "trajectories": 0,
+        "responses": 1,
+        "partitions": 0,
+    }
     with transaction(world) as session:
         assert session.get(StoredResponseRow, ("acme", expired.id)) is None
         assert get_stored_response(session, "acme", expiring.id, now=now) == expiring
