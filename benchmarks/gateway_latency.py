@@ -171,9 +171,10 @@ def start_gateway(
     port: int,
     source: Path | None = None,
     settings: dict[str, str] | None = None,
+    workers: int = 1,
 ) -> subprocess.Popen:
     """`evoplane gateway` on `port`; with `source`, the code of that checkout instead;
-    `settings`: more EVOPLANE_* variables."""
+    `settings`: more EVOPLANE_* variables; `workers`: its `--workers`."""
     env = {
         **os.environ,
         "EVOPLANE_DATABASE_URL": url,
@@ -183,8 +184,9 @@ def start_gateway(
     }
     if source is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))
+    command = [str(Path(sys.executable).parent / "evoplane"), "gateway"]
     process = subprocess.Popen(
-        [str(Path(sys.executable).parent / "evoplane"), "gateway"], env=env, cwd=source
+        command + (["--workers", str(workers)] if workers > 1 else []), env=env, cwd=source
     )
     wait_for(f"http://127.0.0.1:{port}/healthz")
     return process
@@ -473,6 +475,29 @@ def paired_difference(
     return statistics.median(differences), pct(medians, 0.05), pct(medians, 0.95)
 
 
+def open_loop_sweep(
+    gateways: dict[int, Target], direct: Target, rates: str, body: dict
+) -> dict[int, list[tuple[int, float]]]:
+    """Each gateway's added p50 at rising open-loop rates (the direct call measured beside
+    each), up to the rate where it passes 10 ms (the knee), by worker count."""
+    sweeps: dict[int, list[tuple[int, float]]] = {count: [] for count in gateways}
+    for rate in [int(r) for r in rates.split(",") if r]:
+        going = [c for c in gateways if not sweeps[c] or sweeps[c][-1][1] <= KNEE_MS]
+        if not going:
+            break
+        for count in going:
+            d = asyncio.run(open_loop(direct.url, {}, rate, 3, body))
+            gateway = gateways[count]
+            g = asyncio.run(open_loop(gateway.url, gateway.headers, rate, 3, body))
+            added = statistics.median(g) - statistics.median(d)
+            sweeps[count].append((rate, added))
+            print(f"open loop {rate:4d} req/s, {count} worker(s): added p50 {added:6.2f} ms")
+    return sweeps
+
+
+KNEE_MS = 10.0  # added p50 past which a rate is past the gateway's knee
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -513,6 +538,12 @@ def main() -> None:
         "--otel",
         action="store_true",
         help="also run a gateway exporting a span per call to an OTLP collector, interleaved",
+    )
+    parser.add_argument(
+        "--workers",
+        default="1",
+        help="gateway process counts (`evoplane gateway --workers N`) whose open-loop knee to "
+        "find, comma-separated; each count above 1 is its own gateway, swept beside the first",
     )
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
@@ -572,7 +603,18 @@ def main() -> None:
                     {"Authorization": f"Bearer {traced_key}"},
                     traced,
                 )
-            for name, target in targets.items():  # warm caches and pools
+            swept = {1: targets["gateway"]}  # worker count -> its gateway
+            for count in sorted({int(w) for w in args.workers.split(",") if w} - {1}):
+                many = start_gateway(
+                    url, Path(data) / f"workers-{count}", port + 10 + count, workers=count
+                )
+                processes.append(many)
+                swept[count] = Target(
+                    f"http://127.0.0.1:{port + 10 + count}/v1/chat/completions",
+                    {"Authorization": f"Bearer {key}"},
+                    many,
+                )
+            for name, target in [*targets.items(), *swept.items()]:  # warm caches and pools
                 if name != "direct":
                     asyncio.run(
                         closed_loop(
@@ -587,25 +629,12 @@ def main() -> None:
                 )
                 rows.append((clients, row))
                 print(f"{clients:3d} clients  " + _summary(row))
-            knee = None
-            sweep = []
-            for rate in [int(r) for r in args.rates.split(",") if r]:
-                d = asyncio.run(open_loop(targets["direct"].url, {}, rate, 3, body))
-                gateway_target = targets["gateway"]
-                g = asyncio.run(
-                    open_loop(gateway_target.url, gateway_target.headers, rate, 3, body)
-                )
-                added = statistics.median(g) - statistics.median(d)
-                sweep.append((rate, added))
-                print(f"open loop {rate:4d} req/s: added p50 {added:6.2f} ms")
-                if added > 10:
-                    knee = rate
-                    break
+            sweeps = open_loop_sweep(swept, targets["direct"], args.rates, body)
             capture_rate, capture_lost = writer_throughput(url, events=args.capture_events)
             print(
                 f"capture writer: {capture_rate:,.0f} events/s into PostgreSQL, {capture_lost} lost"
             )
-            lines = _report(args, rows, sweep, knee, capture_rate, capture_lost)
+            lines = _report(args, rows, sweeps, capture_rate, capture_lost)
         finally:
             for process in processes:
                 process.terminate()
@@ -665,7 +694,7 @@ def _against_chat(row: dict) -> list[str]:
 _OTHER_GATEWAYS = ("compared", "otel")
 
 
-def _report(args, rows, sweep, knee, capture_rate: float, capture_lost: int) -> list[str]:
+def _report(args, rows, sweeps, capture_rate: float, capture_lost: int) -> list[str]:
     """The results as a RESULTS.md section."""
     today = f"{datetime.now(UTC):%Y-%m-%d}, {platform.machine()}, {os.cpu_count()} cores"
     command = (
@@ -676,6 +705,7 @@ def _report(args, rows, sweep, knee, capture_rate: float, capture_lost: int) -> 
         + (f" --protocols {args.protocols}" if args.protocols else "")
         + (" --otel" if args.otel else "")
         + (f" --compare {args.compare}" if args.compare else "")
+        + (f" --workers {args.workers}" if args.workers != "1" else "")
     )
     names = [n for n in _LABELS if n in rows[0][1]] if rows else ["bare", "gateway"]
     header = (
@@ -703,9 +733,16 @@ def _report(args, rows, sweep, knee, capture_rate: float, capture_lost: int) -> 
         *table,
         *paired,
         "",
-        "Open loop, added p50 by request rate: "
-        + ", ".join(f"{r}/s: {a:.2f} ms" for r, a in sweep)
-        + (f"; it passes 10 ms at about {knee} req/s." if knee else "; it stayed under 10 ms."),
+        *[
+            f"Open loop, {count} gateway worker(s), added p50 by request rate: "
+            + ", ".join(f"{r}/s: {a:.2f} ms" for r, a in sweep)
+            + (
+                f"; it passes {KNEE_MS:.0f} ms at about {sweep[-1][0]} req/s."
+                if sweep and sweep[-1][1] > KNEE_MS
+                else f"; it stayed under {KNEE_MS:.0f} ms."
+            )
+            for count, sweep in sweeps.items()
+        ],
         "",
         "Capture writer (spool, fsync per batch, COPY into PostgreSQL), fed "
         f"{args.capture_events:,} llm_call-sized events as fast as it takes them: "
