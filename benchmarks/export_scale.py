@@ -1,7 +1,7 @@
 """Export at scale: `evoplane export` of a day of a busy agent's traffic, to Parquet and JSONL.
 
     .venv/bin/python -m benchmarks.export_scale [--trajectories 10000,100000]
-        [--database-url postgresql+psycopg://postgres@127.0.0.1:5432/test]
+        [--database-url postgresql+psycopg://postgres@127.0.0.1:5432/test] [--formats parquet,jsonl]
 
 For each size: a fresh schema seeded as `benchmarks.window_analysis` seeds it (gateway-shaped
 trajectories COPYed across one day, about 10 events each), then `evoplane export` in its own
@@ -73,7 +73,7 @@ def export(url: str, format: str, out: Path) -> Export:
     return Export(format, seconds, usage.ru_maxrss / 1024, written, out.stat().st_size)
 
 
-def run(database_url: str, trajectories: int) -> Run:
+def run(database_url: str, trajectories: int, formats: list[str]) -> Run:
     url, schema = fresh_schema_url(url=database_url)
     try:
         engine = create_db_engine(url)
@@ -85,7 +85,7 @@ def run(database_url: str, trajectories: int) -> Run:
             events = connection.execute(sa.text("SELECT count(*) FROM event")).scalar_one()
         engine.dispose()
         with tempfile.TemporaryDirectory() as folder:
-            exports = [export(url, f, Path(folder) / f"export.{f}") for f in FORMATS]
+            exports = [export(url, f, Path(folder) / f"export.{f}") for f in formats]
         return Run(trajectories, events, seeded, exports)
     finally:
         drop_schema(schema, database_url)
@@ -110,10 +110,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trajectories", default="10000,100000", help="sizes, comma-separated")
     parser.add_argument("--database-url", default=POSTGRES)
+    parser.add_argument("--formats", default=",".join(FORMATS), help="parquet, jsonl or both")
     args = parser.parse_args()
+    formats = [f for f in args.formats.split(",") if f]
+    if not set(formats) <= set(FORMATS):
+        parser.error(f"--formats: choose from {', '.join(FORMATS)}")
     runs = []
     for size in sorted(int(s) for s in args.trajectories.split(",") if s):
-        runs.append(run(args.database_url, size))
+        runs.append(run(args.database_url, size, formats))
         print(f"{size:,} trajectories seeded in {runs[-1].seed_s:.0f} s", flush=True)
     print("\n".join(report(runs)))
 
