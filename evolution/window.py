@@ -165,13 +165,18 @@ class Regression(_Value):
 
 
 class WindowStats(_Value):
-    """The window, measured. Rates count trajectories unless named otherwise."""
+    """The window, measured. Rates count trajectories unless named otherwise; counts and
+    sums are of the sample when the window was sampled (`sampled_from`)."""
 
     spec: WindowSpec
     since: datetime
     until: datetime
     stable_version: str | None
     trajectories: int = Field(ge=0)
+    sampled_from: int | None = Field(
+        default=None,
+        description="the window's trajectories, when those measured are a uniform sample of them",
+    )
     sessions: int = Field(ge=0)
     llm_calls: int = Field(ge=0)
     tool_calls: int = Field(ge=0)

@@ -115,6 +115,7 @@ from registry.trajectories import (
 )
 from registry.versions import AgentVersion, get_version, list_versions, register_version
 from registry.windows import (
+    SAMPLE_SPACE,
     LlmUsage,
     ToolCallRecord,
     TrajectoryWindow,
@@ -122,6 +123,7 @@ from registry.windows import (
     WindowTrajectory,
     event_kinds,
     follow_up_turns,
+    in_sample,
     llm_usage,
     offered_tool_lists,
     offered_tools,
@@ -137,6 +139,7 @@ from registry.windows import (
 __all__ = [
     "ALL_TENANTS",
     "EXPORT_PAGE",
+    "SAMPLE_SPACE",
     "SOURCE_WEIGHTS",
     "Agent",
     "AgentVersion",
@@ -217,6 +220,7 @@ __all__ = [
     "get_version",
     "grant_agent",
     "head_revision",
+    "in_sample",
     "insert_events",
     "is_unreachable",
     "last_activity",

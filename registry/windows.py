@@ -19,6 +19,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.ext.compiler import compiles
 from sqlmodel import Session, select
 
 from atdp import Event, EventKind, Reward, Traffic
@@ -27,6 +28,7 @@ from registry.rewards import _reward
 from registry.tables import EventRow, RewardRow, TrajectoryRow
 
 __all__ = [
+    "SAMPLE_SPACE",
     "LlmUsage",
     "ToolCallRecord",
     "TrajectoryWindow",
@@ -34,6 +36,7 @@ __all__ = [
     "WindowTrajectory",
     "event_kinds",
     "follow_up_turns",
+    "in_sample",
     "llm_usage",
     "offered_tool_lists",
     "offered_tools",
@@ -45,6 +48,20 @@ __all__ = [
     "window_rewards",
     "window_trajectories",
 ]
+
+
+# A window may be read as a uniform sample of its trajectories (`TrajectoryWindow.sample`):
+# those whose id ends in 4 hex digits below `sample`, of SAMPLE_SPACE. The ids' last bits
+# are random (UUIDv7's rand_b), so which trajectories that keeps has nothing to do with
+# their time, tenant or content, and every reader of the window keeps the same ones.
+SAMPLE_SPACE = 1 << 16
+
+
+def in_sample(trajectory_id: uuid.UUID, sample: int | None) -> bool:
+    """Whether a trajectory is in a window's sample (the SQL predicate, in Python)."""
+    if sample is None or sample >= SAMPLE_SPACE:
+        return True
+    return trajectory_id.hex[-4:] < f"{sample:04x}"
 
 
 class TrajectoryWindow(BaseModel):
@@ -59,6 +76,9 @@ class TrajectoryWindow(BaseModel):
             the newest `skip`: the previous count window is `skip=last`.
         traffic: user trajectories hold no shadow or evaluation event; shadow ones hold
             the copies a shadow version served.
+        sample: only the trajectories `in_sample` (a uniform sample of about
+            sample / SAMPLE_SPACE of them; for time windows: with `last`, the sample is
+            taken before the count).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -72,6 +92,24 @@ class TrajectoryWindow(BaseModel):
     last: int | None = Field(default=None, ge=1)
     skip: int = Field(default=0, ge=0)
     traffic: Traffic = Traffic.USER
+    sample: int | None = Field(default=None, ge=0, le=SAMPLE_SPACE)
+
+
+class _IdTail(sa.sql.functions.FunctionElement):
+    """The last 4 hex digits of a UUID column, lower case, on either backend."""
+
+    type = sa.String()
+    inherit_cache = True
+
+
+@compiles(_IdTail, "postgresql")
+def _id_tail_postgresql(element, compiler, **kw) -> str:
+    return f"right(({compiler.process(element.clauses, **kw)})::text, 4)"
+
+
+@compiles(_IdTail, "sqlite")
+def _id_tail_sqlite(element, compiler, **kw) -> str:  # stored as 32 lower-case hex digits
+    return f"lower(substr({compiler.process(element.clauses, **kw)}, -4))"
 
 
 class WindowTrajectory(BaseModel):
@@ -153,6 +191,8 @@ def _select(window: TrajectoryWindow, *columns: Any) -> sa.Select:
         )
     if window.since is not None:
         statement = statement.where(TrajectoryRow.started_at >= window.since)
+    if window.sample is not None and window.sample < SAMPLE_SPACE:
+        statement = statement.where(_IdTail(TrajectoryRow.id) < f"{window.sample:04x}")
     if window.until is not None:
         statement = statement.where(TrajectoryRow.started_at < window.until)
     if window.last is not None:

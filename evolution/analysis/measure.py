@@ -53,6 +53,7 @@ def measure_window(records: WindowRecords, *, judge: CorrectionJudge | None = No
         until=records.until,
         stable_version=records.stable_version,
         trajectories=len(trajectories),
+        sampled_from=records.sampled_from,
         sessions=len({(t.tenant, t.session) for t in trajectories}),
         llm_calls=llm_calls,
         tool_calls=len(tool_calls),

@@ -14,6 +14,7 @@ from evolution.analysis.trajectories import by_trajectory
 from evolution.analysis.versions import canary_delta, holdback_at, stable_regression
 from evolution.window import CanaryDelta, Drift, Regression, WindowSpec, trajectory_window
 from registry import (
+    SAMPLE_SPACE,
     LlmUsage,
     Session,
     ToolCallRecord,
@@ -23,6 +24,7 @@ from registry import (
     aliases_at,
     follow_up_turns,
     get_agent,
+    in_sample,
     llm_usage,
     offered_tools,
     rewarded_events,
@@ -31,7 +33,13 @@ from registry import (
     window_trajectories,
 )
 
-__all__ = ["WindowRecords", "read_window"]
+__all__ = ["SAMPLE_CAP", "WindowRecords", "read_window"]
+
+# A time window with more trajectories than this is measured on a uniform sample of about
+# this many (registry.windows: by the random tail of their ids), so reading and measuring
+# a busy agent's day costs what a few hours of it would; rates over 10,000 trajectories
+# are within about a point of the whole window's.
+SAMPLE_CAP = 10_000
 
 # Implicit next-turn rewards (proxy.signals) that say the user corrected or regenerated an
 # answer, and the explicit feedback field that does the same.
@@ -54,6 +62,7 @@ class WindowRecords:
     until: datetime
     stable_version: str | None
     trajectories: list[WindowTrajectory]
+    sampled_from: int | None  # the window's trajectories, when these are a sample of them
     offered: dict[uuid.UUID, set[str]]
     rewards: list[Reward]
     usage: dict[uuid.UUID, LlmUsage]
@@ -66,9 +75,11 @@ class WindowRecords:
 
 
 def read_window(
-    session: Session, spec: WindowSpec, *, now: datetime | None = None
+    session: Session, spec: WindowSpec, *, now: datetime | None = None, cap: int | None = SAMPLE_CAP
 ) -> WindowRecords:
-    """The records of the window `spec` names, as of `now`.
+    """The records of the window `spec` names, as of `now`; of a uniform sample of about
+    `cap` of its trajectories when a time window holds more (None: never sampled). The
+    version comparisons (drift, canary, regression) are read whole.
 
     Raises:
         registry.NotFoundError: the agent does not exist (a typo is not an empty window).
@@ -82,6 +93,13 @@ def read_window(
         # regression check, not the traffic an evolution of stable would change.
         window = window.model_copy(update={"held_back": holdback})
     trajectories = window_trajectories(session, window)
+    sampled_from = None
+    if cap is not None and spec.last is None and len(trajectories) > cap:
+        sampled_from = len(trajectories)
+        window = window.model_copy(
+            update={"sample": max(1, SAMPLE_SPACE * cap // len(trajectories))}
+        )
+        trajectories = [t for t in trajectories if in_sample(t.id, window.sample)]
     since = _window_start(spec, trajectories, until)
     rewards = window_rewards(session, window)
     aliases = aliases_at(session, spec.agent, until)
@@ -91,6 +109,7 @@ def read_window(
         until=until,
         stable_version=aliases.stable,
         trajectories=trajectories,
+        sampled_from=sampled_from,
         offered=offered_tools(session, window),
         rewards=rewards,
         usage=llm_usage(session, window),

@@ -299,8 +299,13 @@ def _nothing_to_address(
 def _baseline(stats: WindowStats, config: PolicyConfig) -> str:
     return (
         f"change nothing: success {rate_text(stats.task_success)} over "
-        f"{stats.trajectories} trajectories{drift_note(stats, config)}"
+        f"{stats.trajectories} trajectories{sample_note(stats)}{drift_note(stats, config)}"
     )
+
+
+def sample_note(stats: WindowStats) -> str:
+    """Where the window was measured on a sample, of how many."""
+    return f" (a uniform sample of {stats.sampled_from})" if stats.sampled_from else ""
 
 
 def drift_note(stats: WindowStats, config: PolicyConfig) -> str:

@@ -15,6 +15,7 @@ def window_signals(stats: WindowStats) -> dict[str, Signal]:
     """Every window statistic the policy read, flat, so a person can check its arithmetic."""
     return {
         "trajectories": stats.trajectories,
+        "sampled_from": stats.sampled_from,
         "sessions": stats.sessions,
         "tenants": len(stats.tenants),
         "task_types": len(stats.task_types),
