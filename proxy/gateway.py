@@ -11,7 +11,7 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
@@ -125,16 +125,12 @@ def sealed_copies(
 
 @dataclass
 class Served:
-    """What a handled request produced, for the HTTP layer's headers (and a stored
-    response: `redacted` says redaction found something in the recorded llm_call, the
-    request as the agent sent it or the answer; when it found nothing, neither holds
-    anything to redact)."""
+    """What a handled request produced, for the HTTP layer's headers."""
 
     session: str
     trajectory_id: uuid.UUID
     event_id: uuid.UUID
     version_id: str
-    redacted: bool = False
 
 
 class Gateway:
@@ -291,7 +287,7 @@ class Gateway:
         body: dict,
         *,
         protocol: tuple[str, dict[str, Any]] | None = None,
-        also: Callable[[dict[str, Any], Served], list[CaptureRecord]] | None = None,
+        stored_response: dict[str, Any] | None = None,
     ) -> tuple[dict[str, Any], Served]:
         """A non-streaming completion, captured.
 
@@ -299,8 +295,8 @@ class Gateway:
         and redacted while the upstream works, so only the answer's part adds latency.
         Evaluation traffic (replays, optimisers) may pin a version and is never shadowed.
         `protocol`: the protocol and the agent's own request, when `body` translates one
-        (see `proxy.protocols`). `also`: more records to write with the call's, given the
-        answer as the agent sees it (a stored Responses API response): one spool write.
+        (see `proxy.protocols`). `stored_response`: the Responses API response the call
+        stores, recorded with its llm_call (see `Exchange`).
         """
         route, overlaid = await self.prepare(admitted, body)
         started, upstream, sent = self._send(route, overlaid)
@@ -313,7 +309,9 @@ class Gateway:
                 route, overlaid = await self.prepare(admitted, body)
                 started, upstream, sent = self._send(route, overlaid)
                 await sent.wait()
-            capture = await self.begin_capture(admitted, body, overlaid, route.version, protocol)
+            capture = await self.begin_capture(
+                admitted, body, overlaid, route.version, protocol, stored_response
+            )
         except BaseException:
             drop(upstream)
             raise
@@ -324,9 +322,8 @@ class Gateway:
             self.telemetry.record(capture.pending.exchange, capture.draft, failed_ms, error.code)
             raise
         restored = restore_response(response, overlaid)
-        more = (lambda served: also(restored, served)) if also is not None else None
         latency_ms = (time.perf_counter() - started) * 1000
-        served = self.finish_capture(capture, response, latency_ms, also=more)
+        served = self.finish_capture(capture, response, latency_ms)
         if route.shadow is not None and admitted.traffic is Traffic.USER:
             self.spawn(self.shadow(admitted, body, route.shadow))
         return restored, served
@@ -337,10 +334,11 @@ class Gateway:
         body: dict,
         *,
         protocol: tuple[str, dict[str, Any]] | None = None,
+        stored_response: dict[str, Any] | None = None,
     ) -> ChatStream:
         """A streamed completion, opened: its first chunk is read, so an upstream failure
         before it fails the call, and one after it ends the stream. `finish_stream`
-        captures it once it has ended."""
+        captures it once it has ended (with `stored_response` if it ran to its end)."""
         route, overlaid = await self.prepare(admitted, body)
         started, chunks, opening = self._open_stream(route, overlaid)
         try:
@@ -362,7 +360,16 @@ class Gateway:
         state = book.get(admitted.identity.tenant, admitted.agent, admitted.session)
         trajectory_id = state.trajectory.id if state is not None else None
         return ChatStream(
-            admitted, body, protocol, route, overlaid, started, chunks, first, trajectory_id
+            admitted,
+            body,
+            protocol,
+            route,
+            overlaid,
+            started,
+            chunks,
+            first,
+            trajectory_id,
+            stored_response,
         )
 
     async def finish_stream(self, streamed: ChatStream, failed: bool) -> Served:
@@ -370,6 +377,8 @@ class Gateway:
         admitted, route = streamed.admitted, streamed.route
         response = streamed.response(failed)
         latency_ms = (time.perf_counter() - streamed.started) * 1000
+        # Only a stream that ran to its end stores its response (the agent saw it whole).
+        stored = streamed.stored_response if streamed.ended and not failed else None
         served = await self.capture(
             admitted,
             streamed.body,
@@ -378,6 +387,7 @@ class Gateway:
             response,
             latency_ms,
             streamed.protocol,
+            stored,
         )
         if route.shadow is not None and admitted.traffic is Traffic.USER:
             self.spawn(self.shadow(admitted, streamed.body, route.shadow))
@@ -422,6 +432,7 @@ class Gateway:
         overlaid: Overlaid,
         version: AgentVersion,
         protocol: tuple[str, dict[str, Any]] | None = None,
+        stored_response: dict[str, Any] | None = None,
     ) -> Capture:
         """Phase one: the request's events, governed and redacted."""
         tenant, agent, session = admitted.identity.tenant, admitted.agent, admitted.session
@@ -447,6 +458,7 @@ class Gateway:
             traffic=traffic,
             governance=governance,
             protocol=protocol,
+            stored_response=stored_response,
         )
         pending = begin_exchange(state, exchange)
         request_key = hash(tuple(pending.keys))
@@ -460,7 +472,11 @@ class Gateway:
             regenerated=regenerated,
             before=[redactor.redact_document(event) for event in pending.before],
             draft=redactor.redact_document(pending.draft),
-            seal_key=self.config.seal_key if policy.seal_raw else None,
+            # A stored response is read back from its call's events: with a seal key, the
+            # raw copy lets a continuation show the model what the agent wrote.
+            seal_key=(
+                self.config.seal_key if policy.seal_raw or stored_response is not None else None
+            ),
         )
         # What the request alone determines is spooled now, while the upstream works.
         self.writer.submit(self._records(capture, pending.before, capture.before)[0])
@@ -526,15 +542,8 @@ class Gateway:
         records += [CaptureRecord("event", event) for event in events]
         return records, events
 
-    def finish_capture(
-        self,
-        capture: Capture,
-        response: dict,
-        latency_ms: float,
-        also: Callable[[Served], list[CaptureRecord]] | None = None,
-    ) -> Served:
-        """Phase two: the answer, redacted, and everything handed to the capture writer
-        (with the records `also` makes for the served call)."""
+    def finish_capture(self, capture: Capture, response: dict, latency_ms: float) -> Served:
+        """Phase two: the answer, redacted, and everything handed to the capture writer."""
         state, pending = capture.state, capture.pending
         raw_llm = finish_exchange(state, pending, response, latency_ms)
         llm = _with_redacted_answer(capture.redactor, raw_llm, capture.draft)
@@ -550,10 +559,7 @@ class Gateway:
             state.trajectory.id,
             pending.draft_id,
             pending.exchange.version.id,
-            redacted=llm["governance"]["redaction"] == RedactionStatus.REDACTED,
         )
-        if also is not None:
-            records += also(served)
         self.writer.submit(records)  # one spool write: durable before the answer leaves
         self.telemetry.record(pending.exchange, llm, latency_ms)
         return served
@@ -567,9 +573,12 @@ class Gateway:
         response: dict,
         latency_ms: float,
         protocol: tuple[str, dict[str, Any]] | None = None,
+        stored_response: dict[str, Any] | None = None,
     ) -> Served:
         """Both phases at once, for answers that are complete already (streams, shadows)."""
-        capture = await self.begin_capture(admitted, request, overlaid, version, protocol)
+        capture = await self.begin_capture(
+            admitted, request, overlaid, version, protocol, stored_response
+        )
         return self.finish_capture(capture, response, latency_ms)
 
     def remember(self, tenant: str, trajectory_id: uuid.UUID, event_ids: list[str]) -> None:

@@ -143,8 +143,11 @@ class ChatStream:
         upstream: AsyncGenerator[dict],
         first: dict | None,
         trajectory_id: uuid.UUID | None,
+        stored_response: dict[str, Any] | None = None,
     ) -> None:
         self.admitted, self.body, self.protocol = admitted, body, protocol
+        self.stored_response = stored_response
+        self.ended = False  # the upstream's last chunk was read
         # The session's trajectory as the stream opens, if it has one yet (a header's hint).
         self.trajectory_id = trajectory_id
         self.route, self.overlaid, self.started = route, overlaid, started
@@ -160,7 +163,11 @@ class ChatStream:
         while True:
             chunk = self._first
             if chunk is None:
-                chunk = await anext(self.upstream)
+                try:
+                    chunk = await anext(self.upstream)
+                except StopAsyncIteration:
+                    self.ended = True
+                    raise
             self._first = None
             self.seen.append(chunk)
             visible = self.restorer.chunk(chunk)

@@ -66,10 +66,9 @@ from registry.migrate import (
 from registry.partitions import drop_expired_partitions, ensure_partitions
 from registry.progress import RecordedAnswer, SessionProgress, last_activity, session_progress
 from registry.responses import (
-    StoredResponse,
+    RecordedResponse,
     delete_stored_response,
     get_stored_response,
-    store_responses,
 )
 from registry.rewards import (
     SOURCE_WEIGHTS,
@@ -164,6 +163,7 @@ __all__ = [
     "MemoryStatus",
     "NotFoundError",
     "RecordedAnswer",
+    "RecordedResponse",
     "RegistryError",
     "SchemaOutOfDateError",
     "SealedAccessError",
@@ -172,7 +172,6 @@ __all__ = [
     "SessionProgress",
     "SessionRoute",
     "SessionRouteReader",
-    "StoredResponse",
     "Tenant",
     "TenantPolicy",
     "TenantScope",
@@ -251,7 +250,6 @@ __all__ = [
     "set_alias",
     "set_memory_status",
     "start_evolution",
-    "store_responses",
     "store_sealed",
     "task_type_counts",
     "tenant_agents",

@@ -1,7 +1,7 @@
 """Bulk, idempotent writes of captured records: COPY on PostgreSQL, batched INSERT elsewhere.
 
 The gateway's capture writer sends hundreds of records per transaction (trajectories,
-events, rewards, the Responses API responses it stores). On PostgreSQL they
+events, rewards). On PostgreSQL they
 are COPYed into temporary tables and moved with INSERT ... SELECT ... ON CONFLICT DO
 NOTHING: the per-row work happens in C and in the server, not in Python, and a record
 already stored (a replayed spool) is skipped exactly as with the one-by-one functions.
@@ -16,7 +16,6 @@ from sqlmodel import Session
 from atdp import Event, Reward, Trajectory
 from registry.db import dumps_json, may_hold_big_floats
 from registry.errors import InvalidRecordError
-from registry.responses import StoredResponse, store_responses
 from registry.rewards import add_rewards, reward_columns
 from registry.sealed import SealedEvent, store_sealed
 from registry.trajectories import (
@@ -24,6 +23,7 @@ from registry.trajectories import (
     close_trajectory,
     insert_events,
     record_trajectory,
+    stored_response_id,
 )
 
 __all__ = ["write_batch"]
@@ -54,6 +54,7 @@ _EVENT_COLUMNS = (
     "replay_class",
     "created_at",
     "expires_at",
+    "response_id",
     "body",
 )
 
@@ -67,21 +68,18 @@ def write_batch(
     event_documents: Sequence[str] | None = None,
     sealed: Sequence[SealedEvent] = (),
     endings: Sequence[TrajectoryEnd] = (),
-    responses: Sequence[StoredResponse] = (),
 ) -> None:
-    """Write trajectories, then events, then rewards, then stored responses; records
-    already stored (or responses deleted since) are skipped.
+    """Write trajectories, then events, then rewards; records already stored are skipped.
 
     Args:
         event_documents: each event's JSON text, if the caller has it already (saves
             serialising twice); must be `event.model_dump_json()` of the same events.
         sealed: encrypted raw copies of redacted events.
         endings: trajectories to close (ended_at, outcome), applied last.
-        responses: Responses API responses to store (`registry.responses`).
     """
     if sealed:
         store_sealed(session, sealed)
-    _write_rows(session, trajectories, events, rewards, event_documents, responses)
+    _write_rows(session, trajectories, events, rewards, event_documents)
     for ending in endings:
         close_trajectory(
             session,
@@ -92,7 +90,7 @@ def write_batch(
         )
 
 
-def _write_rows(session, trajectories, events, rewards, event_documents, responses) -> None:
+def _write_rows(session, trajectories, events, rewards, event_documents) -> None:
     """COPY on PostgreSQL; the one-by-one functions (batched INSERT) elsewhere."""
     if session.get_bind().dialect.name != "postgresql":
         for trajectory in trajectories:
@@ -100,7 +98,6 @@ def _write_rows(session, trajectories, events, rewards, event_documents, respons
         insert_events(session, events)
         if rewards:
             add_rewards(session, rewards)
-        store_responses(session, responses)
         return
     cursor = session.connection().connection.driver_connection.cursor()
     if trajectories:
@@ -118,12 +115,6 @@ def _write_rows(session, trajectories, events, rewards, event_documents, respons
             [_reward_row(r) for r in rewards],
             check=_REWARD_TARGETS,
         )
-    if responses:
-        # A batched INSERT of these cost the drain ~1 ms a batch plus ~100 us a row of
-        # Python (psycopg splits the long statement's text anew each time), all of it
-        # holding the gateway's GIL; COPY is a few us a row.
-        rows = [tuple(getattr(r, c) for c in _RESPONSE_COLUMNS) for r in responses]
-        _copy(cursor, "stored_response", _RESPONSE_COLUMNS, rows)
 
 
 # Staged rows that break a registry rule, checked in SQL (one round trip, no ORM work):
@@ -169,19 +160,6 @@ def _copy(
     )
 
 
-_RESPONSE_COLUMNS = (
-    "tenant",
-    "id",
-    "agent",
-    "session",
-    "trajectory_id",
-    "event_id",
-    "previous_id",
-    "document",
-    "sealed",
-    "created_at",
-    "expires_at",
-)
 _REWARD_COLUMNS = (
     "id",
     "tenant",
@@ -236,5 +214,6 @@ def _event_row(event: Event, document: str) -> tuple:
         event.replay.replay_class.value,
         event.created_at,
         event.governance.expires_at,
+        stored_response_id(event),
         document,
     )

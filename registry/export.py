@@ -22,7 +22,7 @@ from registry.db import id_chunks
 from registry.partitions import drop_expired_partitions
 from registry.rewards import effective_reward, rewards_by_trajectory
 from registry.scope import TenantScope, scoped
-from registry.tables import EventRow, RewardRow, StoredResponseRow, TrajectoryRow
+from registry.tables import DeletedResponseRow, EventRow, RewardRow, TrajectoryRow
 from registry.trajectories import _trajectory
 
 __all__ = [
@@ -192,7 +192,8 @@ def _step(event, rewards) -> dict[str, Any]:
 
 def purge_expired(session: Session, now: datetime) -> dict[str, int]:
     """Delete what is past its retention: events, their rewards, the trajectories they
-    emptied, and stored responses (deleted ones' tombstones too).
+    emptied, and the tombstones of deleted stored responses that have expired (a stored
+    response itself is its llm_call, and goes with it).
 
     On PostgreSQL a day whose every event has expired goes as a whole partition first
     (`registry.partitions`); the rest is deleted row by row.
@@ -203,9 +204,9 @@ def purge_expired(session: Session, now: datetime) -> dict[str, int]:
         counts[name] += dropped[name]
     counts["partitions"] = dropped["partitions"]
     expired = sa.and_(
-        StoredResponseRow.expires_at.is_not(None), StoredResponseRow.expires_at <= now
+        DeletedResponseRow.expires_at.is_not(None), DeletedResponseRow.expires_at <= now
     )
-    counts["responses"] = session.execute(sa.delete(StoredResponseRow).where(expired)).rowcount
+    counts["tombstones"] = session.execute(sa.delete(DeletedResponseRow).where(expired)).rowcount
     return counts
 
 

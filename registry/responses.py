@@ -1,103 +1,98 @@
 """Stored responses: what `previous_response_id` and `GET /v1/responses/{id}` read back.
 
-The gateway stores the Responses API responses it serves (unless a request says
-`store: false`) through its capture spool, off the request path. The document is the
-gateway's own (JSON, or ciphertext when sealed); the registry keeps it per tenant and lets
-it expire like the tenant's events (`expires_at`, enforced on read and by `purge_expired`).
+A Responses API response the gateway stores (unless the request says `store: false`) has
+no row of its own: the llm_call that produced it records the request and the answer, and
+names the response in `metadata.extra["stored_response"]` ({"id", "created_at",
+"expires_at", ...}), which `event.response_id` indexes. The gateway rebuilds the response
+from that event (`proxy.protocols.recorded`). A stored response expires with the tenant's
+retention as of its call (`expires_at`, enforced on read), or sooner with the event; a
+deleted one leaves a tombstone (`deleted_response`) until it would have expired, so a
+replayed capture spool cannot bring it back.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import sqlalchemy as sa
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel
 from sqlmodel import Session, select
 
 from atdp import utcnow
 from registry.errors import NotFoundError
 from registry.scope import scoped
-from registry.tables import StoredResponseRow
-from registry.trajectories import _insert_ignoring_duplicates
+from registry.tables import DeletedResponseRow, EventRow, SealedEventRow
 
-__all__ = [
-    "StoredResponse",
-    "delete_stored_response",
-    "get_stored_response",
-    "store_responses",
-]
+__all__ = ["RecordedResponse", "delete_stored_response", "get_stored_response"]
 
 
-class StoredResponse(BaseModel):
-    id: str = Field(min_length=1, max_length=200)  # "resp_<hex>", the Responses API id
-    tenant: str
-    agent: str
-    session: str
-    trajectory_id: uuid.UUID | None
-    event_id: uuid.UUID | None  # the llm_call that produced it
-    previous_id: str | None = Field(max_length=200)  # the previous_response_id it continued
-    document: str  # the gateway owns its shape
-    sealed: bool = False  # the document is encrypted with the gateway's seal key
-    created_at: datetime
-    expires_at: datetime | None  # from the tenant's retention; None: kept until deleted
+class RecordedResponse(BaseModel):
+    """A stored response as the registry holds it: the llm_call that produced it."""
 
-    @field_validator("id", "previous_id", "document")
-    @classmethod
-    def _no_nul(cls, text: str | None) -> str | None:
-        # PostgreSQL text cannot hold NUL; refusing it here keeps both backends alike.
-        if text is not None and "\x00" in text:
-            raise ValueError("a stored response's ids and document cannot contain NUL characters")
-        return text
-
-
-def store_responses(session: Session, responses: Sequence[StoredResponse]) -> int:
-    """Store responses; one already stored (same tenant and id), or deleted, is skipped.
-
-    Returns:
-        how many rows were written.
-    """
-    rows = [r.model_dump() for r in responses]
-    return _insert_ignoring_duplicates(session, StoredResponseRow.__table__, rows)
+    event_id: uuid.UUID
+    event: dict[str, Any]  # the llm_call's document, as stored (redacted where it held anything)
+    sealed: str | None  # its raw copy, encrypted with the gateway's seal key, if it was sealed
+    expires_at: datetime | None
 
 
 def get_stored_response(
     session: Session, tenant: str, response_id: str, *, now: datetime | None = None
-) -> StoredResponse:
+) -> RecordedResponse:
     """The tenant's response `response_id`, unless deleted or expired at `now`."""
-    row = _live(session, tenant, response_id, now or utcnow())
-    if row is None:
+    found = _live(session, tenant, response_id, now or utcnow())
+    if found is None:
         raise NotFoundError("response", response_id)
-    return StoredResponse.model_validate(row, from_attributes=True)
+    row, expires_at = found
+    sealed = (
+        session.get(SealedEventRow, row.id) if row.body["governance"].get("sealed_ref") else None
+    )
+    return RecordedResponse(
+        event_id=row.id,
+        event=row.body,
+        sealed=sealed.ciphertext if sealed is not None else None,
+        expires_at=expires_at,
+    )
 
 
 def delete_stored_response(session: Session, tenant: str, response_id: str) -> bool:
     """Delete the tenant's response; False if it had none (or only an expired one).
 
-    The row stays as a tombstone without its document, so a replay of the capture spool
-    that stored it cannot bring it back.
+    Its llm_call stays, as the trajectory's; a tombstone hides the response from then on.
     """
     now = utcnow()
-    row = _live(session, tenant, response_id, now)
-    if row is None:
+    found = _live(session, tenant, response_id, now)
+    if found is None:
         return False
-    row.document, row.deleted_at = "", now
-    session.add(row)
+    session.add(
+        DeletedResponseRow(tenant=tenant, id=response_id, deleted_at=now, expires_at=found[1])
+    )
     session.flush()
     return True
 
 
 def _live(
     session: Session, tenant: str, response_id: str, now: datetime
-) -> StoredResponseRow | None:
+) -> tuple[EventRow, datetime | None] | None:
+    """The llm_call of a response neither deleted nor expired at `now`, and its expiry."""
+    deleted = select(DeletedResponseRow.id).where(
+        DeletedResponseRow.tenant == tenant, DeletedResponseRow.id == response_id
+    )
     statement = scoped(
-        select(StoredResponseRow).where(
-            StoredResponseRow.id == response_id,
-            StoredResponseRow.deleted_at.is_(None),
-            sa.or_(StoredResponseRow.expires_at.is_(None), StoredResponseRow.expires_at > now),
-        ),
-        StoredResponseRow.tenant,
+        select(EventRow).where(EventRow.response_id == response_id, ~sa.exists(deleted)),
+        EventRow.tenant,
         tenant,
     )
-    return session.exec(statement).first()
+    row = session.exec(statement.limit(1)).first()
+    if row is None:
+        return None
+    expires_at = _expiry(row.body["metadata"]["extra"]["stored_response"])
+    if expires_at is not None and expires_at <= now:
+        return None
+    return row, expires_at
+
+
+def _expiry(stored: dict[str, Any]) -> datetime | None:
+    written = stored.get("expires_at")
+    return datetime.fromisoformat(written) if isinstance(written, str) else None

@@ -20,13 +20,13 @@ __all__ = [
     "AgentVersionRow",
     "AliasEventRow",
     "ApiKeyRow",
+    "DeletedResponseRow",
     "EventRow",
     "EvolutionRow",
     "MemoryItemRow",
     "RewardRow",
     "SealedEventRow",
     "SessionRouteRow",
-    "StoredResponseRow",
     "TenantAgentRow",
     "TenantRow",
     "TrajectoryRow",
@@ -150,7 +150,11 @@ class TrajectoryRow(SQLModel, table=True):
 
 
 class EventRow(SQLModel, table=True):
-    """An immutable ATDP event: `body` is the full document, the other columns index it."""
+    """An immutable ATDP event: `body` is the full document, the other columns index it.
+
+    `response_id`: the Responses API response an llm_call stored (`registry.responses`),
+    indexed only where there is one.
+    """
 
     __tablename__ = "event"
     __table_args__ = (
@@ -158,6 +162,13 @@ class EventRow(SQLModel, table=True):
         # key there must hold it (migration 0006); the gateway keeps seq gapless.
         sa.Index("ix_event_trajectory_id_seq", "trajectory_id", "seq"),
         sa.Index("ix_event_tenant_created", "tenant", "created_at"),
+        sa.Index(
+            "ix_event_tenant_response_id",
+            "tenant",
+            "response_id",
+            postgresql_where=sa.text("response_id IS NOT NULL"),
+            sqlite_where=sa.text("response_id IS NOT NULL"),
+        ),
     )
 
     id: uuid.UUID = Field(primary_key=True)
@@ -171,6 +182,7 @@ class EventRow(SQLModel, table=True):
     replay_class: str = Field(max_length=16)
     created_at: datetime = _time()
     expires_at: datetime | None = _time(default=None, nullable=True, index=True)
+    response_id: str | None = Field(default=None, max_length=200)
     body: dict[str, Any] = _json()
 
 
@@ -277,24 +289,14 @@ class SealedEventRow(SQLModel, table=True):
     created_at: datetime = _time()
 
 
-class StoredResponseRow(SQLModel, table=True):
-    """A Responses API response the gateway stored, for `previous_response_id` and GET.
+class DeletedResponseRow(SQLModel, table=True):
+    """The tombstone of a deleted Responses API response: its llm_call stays (it is the
+    trajectory's), the response is gone, and a replayed spool cannot bring it back. Kept
+    until the response would have expired."""
 
-    A deleted response stays as a tombstone (`deleted_at` set, document emptied), so a
-    replayed spool cannot store it again.
-    """
-
-    __tablename__ = "stored_response"
+    __tablename__ = "deleted_response"
 
     tenant: str = Field(foreign_key="tenant.name", primary_key=True, max_length=64)
     id: str = Field(primary_key=True, max_length=200)
-    agent: str = Field(max_length=64)
-    session: str = Field(max_length=200)
-    trajectory_id: uuid.UUID | None = Field(default=None)
-    event_id: uuid.UUID | None = Field(default=None)
-    previous_id: str | None = Field(default=None, max_length=200)
-    document: str
-    sealed: bool = False
-    created_at: datetime = _time()
-    expires_at: datetime | None = _time(default=None, nullable=True, index=True)
-    deleted_at: datetime | None = _time(default=None, nullable=True)
+    deleted_at: datetime = _time()
+    expires_at: datetime | None = _time(default=None, nullable=True)

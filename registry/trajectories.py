@@ -11,7 +11,7 @@ from pydantic import BaseModel
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, select
 
-from atdp import Event, Trajectory, TrajectoryOutcome
+from atdp import Event, EventKind, Trajectory, TrajectoryOutcome
 from registry.errors import InvalidRecordError, NotFoundError
 from registry.scope import TenantScope, scoped
 from registry.tables import EventRow, TrajectoryRow
@@ -25,6 +25,7 @@ __all__ = [
     "insert_events",
     "list_trajectories",
     "record_trajectory",
+    "stored_response_id",
 ]
 
 
@@ -173,8 +174,18 @@ def _event_row(event: Event) -> dict:
         "replay_class": event.replay.replay_class.value,
         "created_at": event.created_at,
         "expires_at": event.governance.expires_at,
+        "response_id": stored_response_id(event),
         "body": event.model_dump(mode="json"),
     }
+
+
+def stored_response_id(event: Event) -> str | None:
+    """The id of the Responses API response an llm_call stored (its
+    `metadata.extra["stored_response"]`, see `registry.responses`), if it stored one."""
+    stored = event.metadata.extra.get("stored_response")
+    found = stored.get("id") if isinstance(stored, dict) else None
+    valid = isinstance(found, str) and 0 < len(found) <= 200 and "\x00" not in found
+    return found if valid and event.kind is EventKind.LLM_CALL else None
 
 
 def insert_events(session: Session, events: Sequence[Event]) -> int:

@@ -91,8 +91,9 @@ def _writer(out: Path, format: str) -> Iterator[Callable[[dict], None]]:
 
 def gc() -> None:
     """Purge what is past its retention (expires_at): events, their rewards, emptied
-    trajectories and stored responses; on PostgreSQL, whole expired days go as partitions
-    and the days of the coming week are created (run it daily, e.g. from cron)."""
+    trajectories and the tombstones of deleted stored responses; on PostgreSQL, whole
+    expired days go as partitions and the days of the coming week are created (run it
+    daily, e.g. from cron)."""
     from atdp import utcnow
     from registry import ensure_partitions, purge_expired, transaction
 
@@ -102,7 +103,8 @@ def gc() -> None:
     created = ensure_partitions(engine, utcnow())
     console.print(
         f"purged {counts['events']} events, {counts['rewards']} rewards, "
-        f"{counts['trajectories']} trajectories, {counts['responses']} stored responses; "
+        f"{counts['trajectories']} trajectories, "
+        f"{counts['tombstones']} tombstones of deleted responses; "
         f"dropped {counts['partitions']} partitions, created {len(created)}",
         highlight=False,
     )

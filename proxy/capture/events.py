@@ -213,7 +213,9 @@ class Exchange:
     `governance` is the document of the `atdp.Governance` decided for the request.
     `protocol`: for a request that came in over another protocol than chat completions
     (`request` is then its chat-completions translation), that protocol's name and the
-    agent's own request in it.
+    agent's own request in it. `stored_response`: the Responses API response this call
+    stores (its id, times), recorded in the llm_call's `metadata.extra` (see
+    `proxy.protocols.recorded`).
     """
 
     tenant: str
@@ -225,6 +227,7 @@ class Exchange:
     traffic: Traffic = Traffic.USER
     governance: dict[str, Any] = field(default_factory=dict)
     protocol: tuple[str, dict[str, Any]] | None = None
+    stored_response: dict[str, Any] | None = None
 
 
 @dataclass
@@ -307,11 +310,25 @@ def finish_exchange(
     choices = response.get("choices") or [{}]
     usage = response.get("usage") or {}
     answer = {"role": "assistant", **(choices[0].get("message") or {})}
-    extra: dict[str, Any] = {"response_id": response.get("id"), "answer_key": answer_key(answer)}
+    extra: dict[str, Any] = {
+        "response_id": response.get("id"),
+        "answer_key": answer_key(answer),
+        # Counted apart only when reported (a Responses API answer shows them).
+        "cached_tokens": _count(_detail(usage, "prompt_tokens_details", "cached_tokens")) or None,
+        "reasoning_tokens": (
+            _count(_detail(usage, "completion_tokens_details", "reasoning_tokens")) or None
+        ),
+        "stored_response": pending.exchange.stored_response,
+    }
     if len(choices) > 1:
         extra["other_choices"] = [c.get("message") for c in choices[1:]]
     action, logprob_extra = _action_document(choices[0])
     extra.update(logprob_extra)
+    shown = ((choices[0].get("logprobs") or {}).get("content")) or []
+    if pending.exchange.stored_response is not None and shown and "logprobs" not in extra:
+        # The action keeps only the floats (aligned with token ids); the stored response
+        # shows the tokens and their alternatives too.
+        extra["logprobs"] = _logprob_entries(shown)
     prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
     model = pending.exchange.version.spec.model
     metadata = {
@@ -329,6 +346,11 @@ def finish_exchange(
     for call in action["tool_calls"]:
         state.calls[call["id"]] = (state.last_llm_event, call)
     return llm
+
+
+def _detail(usage: dict[str, Any], details: str, key: str) -> Any:
+    found = usage.get(details)
+    return found.get(key) if isinstance(found, dict) else None
 
 
 def _count(value: Any) -> int:
@@ -486,9 +508,7 @@ def _action_document(choice: dict) -> tuple[dict[str, Any], dict]:
     extra: dict[str, Any] = {}
     if logprobs and not (token_ids and len(token_ids) == len(logprobs)):
         # No aligned token ids: keep the per-token logprobs, but not as the action's tokens.
-        extra["logprobs"] = [
-            {"token": e.get("token"), "logprob": e.get("logprob")} for e in content_logprobs
-        ]
+        extra["logprobs"] = _logprob_entries(content_logprobs)
         logprobs = []
     content = message.get("content")
     action = {
@@ -500,6 +520,19 @@ def _action_document(choice: dict) -> tuple[dict[str, Any], dict]:
         "logprobs": [min(0.0, float(lp)) for lp in logprobs] if logprobs and token_ids else None,
     }
     return action, extra
+
+
+def _logprob_entries(content_logprobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-token logprobs as reported, with their alternatives and bytes when given (a
+    Responses API answer shows them)."""
+    return [
+        {
+            "token": e.get("token"),
+            "logprob": e.get("logprob"),
+            **{k: e[k] for k in ("bytes", "top_logprobs") if e.get(k)},
+        }
+        for e in content_logprobs
+    ]
 
 
 def tool_call_document(call: dict) -> dict[str, str]:

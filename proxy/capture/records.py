@@ -1,9 +1,8 @@
 """Capture records: what the gateway hands to the spool, and how a batch reaches the registry.
 
 Besides ATDP records, the spool carries the gateway's session placements (which version and
-replica a new session got) and the Responses API responses it stores (for
-`previous_response_id` and `GET /v1/responses/{id}`), so they too are written off the
-request path and survive a crash.
+replica a new session got), so they too are written off the request path and survive a
+crash. (A stored Responses API response needs no record: its llm_call is it.)
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from proxy import jsonio
 from registry import (
     SealedEvent,
     SessionRoute,
-    StoredResponse,
     TrajectoryEnd,
     route_session,
     transaction,
@@ -35,7 +33,6 @@ RecordKind = Literal[
     "sealed",
     "trajectory_end",
     "session_route",
-    "stored_response",
 ]
 _MODELS: dict[str, type] = {
     "trajectory": Trajectory,
@@ -44,7 +41,6 @@ _MODELS: dict[str, type] = {
     "sealed": SealedEvent,
     "trajectory_end": TrajectoryEnd,
     "session_route": SessionRoute,
-    "stored_response": StoredResponse,
 }
 
 
@@ -59,17 +55,7 @@ class CaptureRecord:
     """
 
     kind: RecordKind
-    item: (
-        Trajectory
-        | Event
-        | Reward
-        | SealedEvent
-        | TrajectoryEnd
-        | SessionRoute
-        | StoredResponse
-        | dict
-        | bytes
-    )
+    item: Trajectory | Event | Reward | SealedEvent | TrajectoryEnd | SessionRoute | dict | bytes
 
     @cached_property
     def document(self) -> str:
@@ -113,8 +99,7 @@ _LINE_DATA_B = _LINE_DATA.encode()
 
 
 def commit_records(engine: Engine, records: list[CaptureRecord]) -> list[SessionRoute]:
-    """Write one batch in one transaction: placements, trajectories, events, rewards,
-    stored responses.
+    """Write one batch in one transaction: placements, trajectories, events, rewards.
 
     Returns the placements that lost: sessions another gateway (or an earlier run) had
     placed already, with the route in force, which the gateway must adopt.
@@ -135,6 +120,5 @@ def commit_records(engine: Engine, records: list[CaptureRecord]) -> list[Session
             event_documents=[r.document for r in events],
             sealed=[r.item for r in records if r.kind == "sealed"],
             endings=[r.item for r in records if r.kind == "trajectory_end"],
-            responses=[r.item for r in records if r.kind == "stored_response"],
         )
     return lost

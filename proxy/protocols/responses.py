@@ -26,6 +26,7 @@ __all__ = [
     "ResponsesStream",
     "chat_request",
     "input_items",
+    "listed_input",
     "new_response_id",
     "response_object",
 ]
@@ -88,6 +89,23 @@ def input_items(value: Any) -> list[dict[str, Any]]:
     if isinstance(value, list) and all(isinstance(item, dict) for item in value):
         return value
     raise _invalid("input: must be a string or a list of input items.", "input")
+
+
+def listed_input(value: Any, context: ResponseContext) -> list[dict[str, Any]]:
+    """A request's input as the API lists its items: each with an id (the response's own
+    where it had none) and, for messages, a type and content parts."""
+    listed = []
+    for item in input_items(value):
+        item = dict(item)
+        kind = item.setdefault("type", "message")
+        if "id" not in item:
+            prefix = {"message": "msg", "function_call": "fc"}.get(kind, "item")
+            item["id"] = context.item_id(prefix)
+        if kind == "message" and isinstance(item.get("content"), str):
+            text_type = "output_text" if item.get("role") == "assistant" else "input_text"
+            item["content"] = [{"type": text_type, "text": item["content"]}]
+        listed.append(item)
+    return listed
 
 
 def chat_messages(items: list[dict[str, Any]], param: str) -> list[dict[str, Any]]:

@@ -12,7 +12,6 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from proxy import jsonio
-from proxy.capture import CaptureRecord
 from proxy.errors import GatewayError
 from proxy.gateway import Gateway, Served
 from proxy.protocols import responses
@@ -69,53 +68,34 @@ async def create_response(request: Request):
     )
     admitted = await admit(gateway, identity, headers, agent, session)
     context = responses.ResponseContext(responses.new_response_id(), body)
+    recorded = None
+    if body.get("store", True) is not False:
+        recorded = await store.recorded(identity.tenant, context, streamed=streaming)
 
-    storing = body.get("store", True) is not False
-
-    def document(response: dict[str, Any]) -> dict[str, Any]:
-        return {"response": response, "input": _with_ids(body.get("input"), context)}
-
-    async def keep(served: Served, response: dict[str, Any]) -> None:
-        if storing:
-            await store.save(identity.tenant, agent, served, previous_id, document(response))
+    def keep(served: Served, response: dict[str, Any]) -> None:
+        if recorded is not None:
+            document = {
+                "response": response,
+                "input": responses.listed_input(body.get("input"), context),
+            }
+            store.keep(identity.tenant, served.session, recorded, document)
 
     if streaming:
         translator = responses.ResponsesStream(context)
-        encoder = EventStreamEncoder(translator, lambda served: keep(served, translator.response))
-        return await stream(gateway, admitted, chat, encoder, (PROTOCOL, body))
-    policy = await gateway.catalog.policy(identity.tenant)
-    made: list[dict[str, Any]] = []
 
-    def stored(completion: dict[str, Any], served: Served) -> list[CaptureRecord]:
-        """The response, stored with the call's own records (one spool write)."""
-        made.append(responses.response_object(completion, context))
-        if not storing:
-            return []
-        kept = document(made[0])
-        return [store.record(policy, identity.tenant, agent, served, previous_id, kept)]
+        async def ended(served: Served) -> None:
+            keep(served, translator.response)
 
-    _, served = await gateway.serve(admitted, chat, protocol=(PROTOCOL, body), also=stored)
-    (response,) = made
+        encoder = EventStreamEncoder(translator, ended)
+        return await stream(gateway, admitted, chat, encoder, (PROTOCOL, body), recorded)
+    completion, served = await gateway.serve(
+        admitted, chat, protocol=(PROTOCOL, body), stored_response=recorded
+    )
+    response = responses.response_object(completion, context)
+    keep(served, response)
     return Response(
         jsonio.dumps(response), media_type="application/json", headers=response_headers(served)
     )
-
-
-def _with_ids(value: Any, context: responses.ResponseContext) -> list[dict[str, Any]]:
-    """A request's input as the API lists its items: each with an id (the response's own
-    where it had none) and, for messages, a type and content parts."""
-    listed = []
-    for item in responses.input_items(value):
-        item = dict(item)
-        kind = item.setdefault("type", "message")
-        if "id" not in item:
-            prefix = {"message": "msg", "function_call": "fc"}.get(kind, "item")
-            item["id"] = context.item_id(prefix)
-        if kind == "message" and isinstance(item.get("content"), str):
-            text_type = "output_text" if item.get("role") == "assistant" else "input_text"
-            item["content"] = [{"type": text_type, "text": item["content"]}]
-        listed.append(item)
-    return listed
 
 
 async def _owned(request: Request, response_id: str) -> dict[str, Any]:

@@ -217,10 +217,13 @@ async def stream(
     body: dict[str, Any],
     encoder: StreamEncoder,
     protocol: tuple[str, dict[str, Any]] | None = None,
+    stored_response: dict[str, Any] | None = None,
 ) -> StreamingResponse:
     """A streamed answer to the chat-completions `body` (see `Gateway.stream`), in
     `encoder`'s events, captured whole once it ends (or breaks off)."""
-    streamed = await gateway.stream(admitted, body, protocol=protocol)
+    streamed = await gateway.stream(
+        admitted, body, protocol=protocol, stored_response=stored_response
+    )
     headers = {
         "X-Evoplane-Session-Id": admitted.session,
         "X-Evoplane-Version": streamed.route.version.id,

@@ -48,7 +48,7 @@ def test_expired_events_their_rewards_and_emptied_trajectories_go(engine) -> Non
         "events": 3,
         "rewards": 2,
         "trajectories": 1,
-        "responses": 0,
+        "tombstones": 0,
         "partitions": 0,  # these events are today's: no day is wholly past
     }
     with transaction(engine) as session:
@@ -62,6 +62,6 @@ def test_expired_events_their_rewards_and_emptied_trajectories_go(engine) -> Non
             "events": 0,
             "rewards": 0,
             "trajectories": 0,
-            "responses": 0,
+            "tombstones": 0,
             "partitions": 0,
         }
