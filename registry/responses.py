@@ -32,7 +32,10 @@ class RecordedResponse(BaseModel):
     """A stored response as the registry holds it: the llm_call that produced it."""
 
     event_id: uuid.UUID
-    event: dict[str, Any]  # the llm_call's document, as stored (redacted where it held anything)
+    # The llm_call's document as stored (redacted where it held anything), without the
+    # messages sent upstream: the response is rebuilt from the agent's own request, which
+    # holds only its turn when it continued a stored response.
+    event: dict[str, Any]
     sealed: str | None  # its raw copy, encrypted with the gateway's seal key, if it was sealed
     expires_at: datetime | None
 
@@ -44,13 +47,13 @@ def get_stored_response(
     found = _live(session, tenant, response_id, now or utcnow())
     if found is None:
         raise NotFoundError("response", response_id)
-    row, expires_at = found
+    event_id, event, expires_at = found
     sealed = (
-        session.get(SealedEventRow, row.id) if row.body["governance"].get("sealed_ref") else None
+        session.get(SealedEventRow, event_id) if event["governance"].get("sealed_ref") else None
     )
     return RecordedResponse(
-        event_id=row.id,
-        event=row.body,
+        event_id=event_id,
+        event=event,
         sealed=sealed.ciphertext if sealed is not None else None,
         expires_at=expires_at,
     )
@@ -66,31 +69,46 @@ def delete_stored_response(session: Session, tenant: str, response_id: str) -> b
     if found is None:
         return False
     session.add(
-        DeletedResponseRow(tenant=tenant, id=response_id, deleted_at=now, expires_at=found[1])
+        DeletedResponseRow(tenant=tenant, id=response_id, deleted_at=now, expires_at=found[2])
     )
     session.flush()
     return True
 
 
+# What rebuilding a response reads of its llm_call (`proxy.protocols.recorded`).
+_PARTS = {
+    "metadata": ("metadata",),
+    "action": ("action",),
+    "governance": ("governance",),
+    "data": ("observation", "data"),
+    "tools": ("observation", "tools"),
+}
+
+
 def _live(
     session: Session, tenant: str, response_id: str, now: datetime
-) -> tuple[EventRow, datetime | None] | None:
-    """The llm_call of a response neither deleted nor expired at `now`, and its expiry."""
+) -> tuple[uuid.UUID, dict[str, Any], datetime | None] | None:
+    """(its id, the parts `_PARTS`, the expiry) of the llm_call of a response neither
+    deleted nor expired at `now`."""
     deleted = select(DeletedResponseRow.id).where(
         DeletedResponseRow.tenant == tenant, DeletedResponseRow.id == response_id
     )
+    parts = [EventRow.body[path].label(name) for name, path in _PARTS.items()]
     statement = scoped(
-        select(EventRow).where(EventRow.response_id == response_id, ~sa.exists(deleted)),
+        select(EventRow.id, *parts).where(EventRow.response_id == response_id, ~sa.exists(deleted)),
         EventRow.tenant,
         tenant,
     )
     row = session.exec(statement.limit(1)).first()
     if row is None:
         return None
-    expires_at = _expiry(row.body["metadata"]["extra"]["stored_response"])
+    found = row._mapping
+    event = {name: found[name] for name in ("metadata", "action", "governance")}
+    event["observation"] = {"data": found["data"], "tools": found["tools"]}
+    expires_at = _expiry(event["metadata"]["extra"]["stored_response"])
     if expires_at is not None and expires_at <= now:
         return None
-    return row, expires_at
+    return found["id"], event, expires_at
 
 
 def _expiry(stored: dict[str, Any]) -> datetime | None:
