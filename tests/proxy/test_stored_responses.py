@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from atdp import Guardrails
 from proxy.protocols.recorded import stored_document
-from registry import get_stored_response, transaction
+from registry import NotFoundError, get_stored_response, transaction
 from registry.tables import metadata
 from tests.proxy.test_gateway_overlays import promote
 from tests.proxy.test_gateway_responses import LOOKUP, _renaming
@@ -97,17 +97,21 @@ def test_a_stored_response_is_rebuilt_from_its_llm_call_as_served(live, case, st
 def test_storing_a_response_writes_no_row_besides_its_events(live, streamed) -> None:
     """A stored call writes exactly the rows a `store: false` call does."""
     server, engine, keys = live
-    written = {}
+    written, ids = {}, {}
     for store in (False, True):
         server.flush()
         before = rows(engine)
         request = {**REQUESTS["tool calls"], "store": store}
-        serve(server, keys["acme"], request, streamed=streamed)
+        ids[store] = serve(server, keys["acme"], request, streamed=streamed)["id"]
         server.flush()
         after = rows(engine)
         written[store] = {name: after[name] - before[name] for name in after}
     assert written[True] == written[False]
     assert written[True]["event"] == 2 and written[True]["deleted_response"] == 0
+    with transaction(engine) as session:
+        assert get_stored_response(session, "acme", ids[True])
+        with pytest.raises(NotFoundError):  # nothing in the registry names it
+            get_stored_response(session, "acme", ids[False])
 
 
 @pytest.mark.parametrize("streamed", [False, True])

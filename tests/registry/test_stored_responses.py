@@ -79,6 +79,9 @@ def test_a_response_is_read_from_the_llm_call_that_stored_it(world) -> None:
         found = get_stored_response(session, "acme", response_id(stored))
     assert found.event_id == stored.id and found.sealed is None and found.expires_at is None
     assert found.event["metadata"]["extra"] == stored.metadata.extra
+    with transaction(world) as session:  # a call that stored nothing is not indexed
+        named = session.scalars(sa.select(EventRow.id).where(EventRow.response_id.is_not(None)))
+        assert list(named) == [stored.id]
 
 
 def test_another_tenant_can_neither_read_nor_delete_a_response(world) -> None:
