@@ -3,9 +3,10 @@
 A stored response has no record of its own: the call's llm_call holds the request as the
 agent sent it (`observation.data`, protocol "responses") and the answer (`action`, the
 token counts, the logprobs), and its `metadata.extra["stored_response"]` adds what only the
-response has: its id, its creation time, when it expires, and whether it was streamed (a
-streamed response's text carries no logprobs). Item ids come from the response id and a
-count (`ResponseContext.item_id`), output first, then input, so they come out the same.
+response has: its id, its creation time, when it expires, the response it continued, and
+whether it was streamed (a streamed response's text carries no logprobs). Item ids come
+from the response id and a count (`ResponseContext.item_id`), output first, then input,
+so they come out the same.
 
 The event's answer is the model's; the response showed the agent its own tool argument
 names and none of the tools the version blocks, so the overlays' undo record maps it back

@@ -30,7 +30,7 @@ from atdp import utcnow
 from proxy import jsonio
 from proxy.errors import GatewayError
 from proxy.gateway import Gateway
-from proxy.protocols.recorded import stored_document
+from proxy.protocols.recorded import stored_document, stored_response_of
 from proxy.protocols.responses import ResponseContext, assistant_message, chat_messages
 from registry import NotFoundError, delete_stored_response, get_stored_response
 
@@ -73,7 +73,8 @@ class ResponseStore:
         self, tenant: str, context: ResponseContext, *, streamed: bool
     ) -> dict[str, Any]:
         """What the call's llm_call records of the response it stores (`metadata.extra`):
-        its id, creation time, expiry by the tenant's retention, and whether it streams."""
+        its id, creation time, expiry by the tenant's retention, the response it continued
+        (the request's copy of that id may be redacted at rest), and whether it streams."""
         policy = await self.gateway.catalog.policy(tenant)
         days = policy.retention_days
         retention = timedelta(days=days) if days else DEFAULT_RETENTION
@@ -82,17 +83,17 @@ class ResponseStore:
             "created_at": context.created_at,
             "expires_at": (utcnow() + retention).isoformat(),
         }
+        if context.request.get("previous_response_id") is not None:
+            record["previous_id"] = context.request["previous_response_id"]
         return {**record, "stream": True} if streamed else record
 
     def keep(
         self, tenant: str, session: str, recorded: dict[str, Any], document: dict[str, Any]
     ) -> None:
         """Keep a response just served in memory, for a continuation that follows at once."""
-        response = document["response"]
         expires_at = datetime.fromisoformat(recorded["expires_at"])
-        turn = StoredTurn(
-            tenant, session, response["previous_response_id"], expires_at, jsonio.dumps(document)
-        )
+        previous_id = recorded.get("previous_id")
+        turn = StoredTurn(tenant, session, previous_id, expires_at, jsonio.dumps(document))
         self._recent[recorded["id"]] = turn
         while len(self._recent) > self.capacity:
             self._recent.popitem(last=False)
@@ -112,14 +113,10 @@ class ResponseStore:
         key = self.gateway.config.seal_key
         if found.sealed is not None and key:
             event = jsonio.loads(_unseal(found.sealed, key, response_id))
-        document = stored_document(event)
-        return StoredTurn(
-            tenant,
-            event["metadata"]["session"],
-            document["response"]["previous_response_id"],
-            found.expires_at,
-            jsonio.dumps(document),
-        )
+        previous_id = stored_response_of(event).get("previous_id")
+        document = jsonio.dumps(stored_document(event))
+        session = event["metadata"]["session"]
+        return StoredTurn(tenant, session, previous_id, found.expires_at, document)
 
     async def conversation(
         self, tenant: str, response_id: str, *, param: str

@@ -209,6 +209,7 @@ def test_the_migration_carries_stored_responses_over_to_their_llm_calls(database
     stored = sa.table(
         "stored_response",
         *(sa.column(c) for c in ("tenant", "id", "agent", "session", "document", "sealed")),
+        sa.column("previous_id"),
         sa.column("event_id", sa.Uuid),
         *(sa.column(c, UTCDateTime) for c in ("created_at", "expires_at", "deleted_at")),
     )
@@ -229,6 +230,7 @@ def test_the_migration_carries_stored_responses_over_to_their_llm_calls(database
                     "agent": "support-bot",
                     "session": "s-1",
                     "event_id": call.id,
+                    "previous_id": "resp_before" if name == "live" else None,
                     "document": json.dumps(
                         {"response": {"created_at": 1_700_000_123}, "input": []}
                     ),
@@ -251,5 +253,6 @@ def test_the_migration_carries_stored_responses_over_to_their_llm_calls(database
         "id": "resp_live",
         "created_at": 1_700_000_123,
         "expires_at": expires_at.isoformat(),
+        "previous_id": "resp_before",
     }
     engine.dispose()

@@ -5,14 +5,15 @@ response an llm_call stored, as its `metadata.extra["stored_response"]` does; th
 `stored_response` table gives way to `deleted_response`, the tombstones of deleted ones.
 
 Existing rows are carried over: a deleted one becomes its tombstone; a live one marks its
-llm_call (`event_id`) with its id, creation time and expiry, as the gateway now records
-with every stored call. Events are immutable (a trigger refuses UPDATE): this one backfill
-lifts the trigger within its own transaction and adds that annotation and `response_id`
-only; nothing the event recorded changes. A response whose llm_call is gone (or was never
-recorded) is dropped with the table: nothing could rebuild it. A carried response the
-gateway had sealed for a tenant without `seal_raw` had no sealed copy of its call, so a
-continuation now reads it redacted, as one without a seal key always did. The downgrade
-restores the empty `stored_response` table, not the responses.
+llm_call (`event_id`) with its id, creation time, expiry and the response it continued, as
+the gateway now records with every stored call. Events are immutable (a trigger refuses
+UPDATE): this one backfill lifts the trigger within its own transaction and adds that
+annotation and `response_id` only; nothing the event recorded changes. A response whose
+llm_call is gone (or was never recorded) is dropped with the table: nothing could rebuild
+it. A carried response the gateway had sealed for a tenant without `seal_raw` had no
+sealed copy of its call, so a continuation now reads it redacted, as one without a seal
+key always did. The downgrade restores the empty `stored_response` table, not the
+responses.
 
 Revision ID: 0007
 Revises: 0006
@@ -40,6 +41,7 @@ _STORED = sa.table(
     sa.column("tenant", sa.String),
     sa.column("id", sa.String),
     sa.column("event_id", sa.Uuid),
+    sa.column("previous_id", sa.String),
     sa.column("document", sa.String),
     sa.column("sealed", sa.Boolean),
     sa.column("created_at", UTCDateTime),
@@ -128,6 +130,7 @@ def _mark_llm_calls(connection: sa.Connection) -> list[dict]:
             "id": row["id"],
             "created_at": _created_at(row),
             "expires_at": row["expires_at"].isoformat() if row["expires_at"] else None,
+            **({"previous_id": row["previous_id"]} if row["previous_id"] else {}),
         }
         connection.execute(
             sa.update(_EVENT)
