@@ -81,7 +81,9 @@ def test_the_migration_carries_existing_rows_into_their_days(postgres_schema) ->
     old, recent = trajectory("acme", at=_days_ago(3)), trajectory("globex")
     events = [event(old, 0, created_at=_days_ago(3)), event(old, 1, created_at=_days_ago(2))]
     events.append(event(recent, 0))
-    _record(engine, [old, recent], events, [reward(old, 1.0, events[1])])
+    _record(engine, [old, recent], [])
+    _insert_events_as_of_0005(engine, events)
+    _record(engine, [], [], [reward(old, 1.0, events[1])])
     upgrade(engine)
     with transaction(engine) as session:
         assert [e.id for e in get_events(session, "acme", old.id)] == [e.id for e in events[:2]]
@@ -89,6 +91,30 @@ def test_the_migration_carries_existing_rows_into_their_days(postgres_schema) ->
     for e in events:
         assert _home(engine, "event", e.id) == partition_name("event", e.created_at.date())
     engine.dispose()
+
+
+def _insert_events_as_of_0005(engine, events) -> None:
+    """Events as the code of revision 0005 wrote them (the table's columns then)."""
+    table = sa.Table("event", sa.MetaData(), autoload_with=engine)
+    rows = [
+        {
+            "id": e.id,
+            "trajectory_id": e.trajectory_id,
+            "tenant": e.metadata.tenant,
+            "seq": e.seq,
+            "kind": e.kind.value,
+            "parent_id": e.parent_id,
+            "traffic": e.metadata.traffic.value,
+            "training": e.governance.training.value,
+            "replay_class": e.replay.replay_class.value,
+            "created_at": e.created_at,
+            "expires_at": e.governance.expires_at,
+            "body": e.model_dump(mode="json"),
+        }
+        for e in events
+    ]
+    with engine.begin() as connection:
+        connection.execute(sa.insert(table), rows)
 
 
 def test_a_day_created_later_takes_its_rows_out_of_the_default_partition(pg) -> None:
