@@ -164,8 +164,10 @@ def test_a_gateway_does_not_end_a_session_another_one_serves_now(shared_registry
     from registry import get_trajectory, list_rewards
 
     url, engine, keys = shared_registry
+    # The second gateway's turn must be recorded before the first's sweep comes (3.5 s
+    # after its sleep below): enough on a loaded 2-core machine, where 1 s was not.
     quick = GatewayConfig(
-        database_url=url, spool_dir=tmp_path / "a", abandon_after=2.5, sweep_interval=0.2
+        database_url=url, spool_dir=tmp_path / "a", abandon_after=5.0, sweep_interval=0.2
     )
     with GatewayServer(quick) as first, _gateway(url, tmp_path / "b") as second:
         messages = [{"role": "user", "content": "Where is A-1?"}]
