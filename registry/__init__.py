@@ -51,6 +51,7 @@ from registry.memory import (
     MemoryKind,
     MemoryStatus,
     add_memory_item,
+    find_memory_items,
     get_memory_items,
     list_memory_items,
     memory_key,
@@ -112,7 +113,14 @@ from registry.trajectories import (
     list_trajectories,
     record_trajectory,
 )
-from registry.versions import AgentVersion, get_version, list_versions, register_version
+from registry.version_diff import changed_parts, diff_versions
+from registry.versions import (
+    AgentVersion,
+    get_version,
+    list_versions,
+    register_version,
+    resolve_version,
+)
 from registry.windows import (
     SAMPLE_SPACE,
     LlmUsage,
@@ -186,6 +194,7 @@ __all__ = [
     "aliases_at",
     "append_stage",
     "authenticate",
+    "changed_parts",
     "check_schema",
     "close_trajectory",
     "create_agent",
@@ -196,6 +205,7 @@ __all__ = [
     "current_revision",
     "delete_stored_response",
     "describe_url",
+    "diff_versions",
     "drop_expired_partitions",
     "effective_reward",
     "effective_reward_of_event",
@@ -205,6 +215,7 @@ __all__ = [
     "export_page",
     "export_records",
     "export_start",
+    "find_memory_items",
     "finish_evolution",
     "follow_up_turns",
     "get_agent",
@@ -239,6 +250,7 @@ __all__ = [
     "record_trajectory",
     "register_version",
     "replies",
+    "resolve_version",
     "revoke_api_key",
     "rewarded_events",
     "rewards_by_trajectory",

@@ -23,6 +23,7 @@ __all__ = [
     "MemoryKind",
     "MemoryStatus",
     "add_memory_item",
+    "find_memory_items",
     "get_memory_items",
     "list_agent_memory_items",
     "list_memory_items",
@@ -107,6 +108,23 @@ def _visible_to(statement, agent: str, tenant: str):
         MemoryItemRow.agent == agent,
         or_(MemoryItemRow.tenant == tenant, MemoryItemRow.tenant.is_(None)),
     )
+
+
+def find_memory_items(session: Session, agent: str, ids: set[str]) -> dict[str, MemoryItem]:
+    """The agent's items among `ids` (ids that are no item's are left out), whatever their
+    tenant: an operator's view, never a tenant's."""
+    wanted = []
+    for item_id in ids:
+        try:
+            wanted.append(uuid.UUID(item_id))
+        except ValueError:
+            continue
+    if not wanted:
+        return {}
+    statement = select(MemoryItemRow).where(
+        MemoryItemRow.agent == agent, MemoryItemRow.id.in_(wanted)
+    )
+    return {str(row.id): _item(row) for row in session.exec(statement)}
 
 
 def list_memory_items(

@@ -9,10 +9,11 @@ from pydantic import BaseModel
 from sqlmodel import Session, func, select
 
 from atdp import VersionSpec, utcnow
+from registry.aliases import Alias, current_aliases
 from registry.errors import InvalidRecordError, NotFoundError
 from registry.tables import AgentRow, AgentVersionRow
 
-__all__ = ["AgentVersion", "get_version", "list_versions", "register_version"]
+__all__ = ["AgentVersion", "get_version", "list_versions", "register_version", "resolve_version"]
 
 
 class AgentVersion(BaseModel):
@@ -110,3 +111,25 @@ def list_versions(session: Session, agent: str) -> list[AgentVersion]:
         .order_by(AgentVersionRow.number)
     )
     return [_version(row) for row in session.exec(statement)]
+
+
+def resolve_version(session: Session, agent: str, reference: str) -> AgentVersion:
+    """The version of `agent` that `reference` names: its id (`agent@v3`), its number (`v3`
+    or `3`) or an alias (`stable`, `canary`, `shadow`, `holdback`, or `agent@stable`)."""
+    if session.get(AgentRow, agent) is None:
+        raise NotFoundError("agent", agent)
+    owner, at, name = reference.strip().rpartition("@")
+    if at and owner != agent:
+        raise InvalidRecordError(f"{reference} is not a version of agent {agent}")
+    if name in set(Alias):
+        version_id = getattr(current_aliases(session, agent), name)
+        if version_id is None:
+            raise NotFoundError("version", f"{agent}@{name} (no {name} version now)")
+        return get_version(session, version_id)
+    number = name[1:] if name[:1] == "v" else name
+    if not number.isdigit():
+        raise InvalidRecordError(
+            f"{reference!r} names no version: give {agent}@v3, v3, 3 or an alias "
+            "(stable, canary, shadow, holdback)"
+        )
+    return get_version(session, f"{agent}@v{int(number)}")

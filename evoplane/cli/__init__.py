@@ -52,10 +52,10 @@ for _command in (
     control_cmd.abort,
     control_cmd.rollback,
     control_cmd.end_holdback,
-    control_cmd.versions,
     control_cmd.schedule,
 ):
     app.command(_command.__name__.replace("_", "-"))(_command)
+app.add_typer(control_cmd.versions_app, name="versions")
 app.add_typer(bench_cmd.app, name="bench")
 app.add_typer(admin_cmd.tenant_app, name="tenant")
 app.add_typer(admin_cmd.key_app, name="key")

@@ -1,5 +1,5 @@
-"""`evoplane evolve | status | approve | reject | abort | rollback | end-holdback | versions |
-schedule`.
+"""`evoplane evolve | status | approve | reject | abort | rollback | end-holdback | versions
+[show | diff] | schedule`.
 
 Each command is a call to the control API (`evoplane api`, started by `evoplane up`), so
 the CLI and HTTP users see the same behaviour and the same errors.
@@ -175,8 +175,22 @@ def end_holdback(
     console.print(f"{agent}: holdback on {ended} ended" if ended else f"{agent}: no holdback runs")
 
 
-def versions(agent: str = typer.Option(...)) -> None:
-    """An agent's versions and where its aliases point."""
+versions_app = typer.Typer(
+    help="An agent's versions: list them, show one, diff two.", no_args_is_help=False
+)
+
+
+@versions_app.callback(invoke_without_command=True)
+def versions(
+    context: typer.Context,
+    agent: str | None = typer.Option(None, help="List this agent's versions."),
+) -> None:
+    """An agent's versions and where its aliases point (`versions --agent A`); `versions show
+    A@v3` and `versions diff A@v2 A@v3` read one version or what changed between two."""
+    if context.invoked_subcommand is not None:
+        return
+    if agent is None:
+        raise typer.BadParameter("give --agent A, or `versions show A@v3` / `versions diff`")
     with _control() as control:
         found = control.versions(agent)
     aliases = found["aliases"]
@@ -196,6 +210,89 @@ def versions(agent: str = typer.Option(...)) -> None:
             version["reason"],
         )
     console.print(table)
+
+
+def _agent_of(reference: str) -> str:
+    agent, at, _ = reference.rpartition("@")
+    if not at or not agent:
+        raise typer.BadParameter(
+            f"{reference!r}: name the agent and the version, e.g. support-bot@v3 or "
+            "support-bot@stable"
+        )
+    return agent
+
+
+@versions_app.command("show")
+def show_version(
+    reference: str = typer.Argument(..., help="agent@v3, or agent@stable (any alias)."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the spec alone, as `evolve --candidate` reads it."
+    ),
+) -> None:
+    """One version: its spec, part fingerprints, parent, author, reason and aliases."""
+    with _control() as control:
+        found = control.version(_agent_of(reference), reference)
+    if as_json:  # plain text: a file to edit and hand back to `evolve --candidate`
+        typer.echo(json.dumps(found["spec"], indent=2, ensure_ascii=False))
+        return
+    aliases = ", ".join(found["aliases"]) or "-"
+    console.print(f"[bold]{found['id']}[/bold]  aliases: {aliases}", highlight=False)
+    console.print(f"parent: {found['parent_id'] or '-'}", highlight=False)
+    console.print(f"by {found['author']} at {found['created_at']}: {found['reason']}")
+    console.print(f"content hash: {found['content_hash']}", highlight=False)
+    for part, fingerprint in found["parts"].items():
+        console.print(f"  {part}: {fingerprint}", highlight=False)
+    console.print_json(data=found["spec"])
+
+
+@versions_app.command("diff")
+def diff_versions(
+    before: str = typer.Argument(..., help="agent@v2 (or agent@stable)."),
+    after: str = typer.Argument(..., help="agent@v3, or v3 for the same agent."),
+) -> None:
+    """What changed from one version to another: harness text, memory items, tool
+    overrides, guardrails, model."""
+    with _control() as control:
+        found = control.version_diff(_agent_of(before), before, after)
+    console.print(f"[bold]{found['from']} -> {found['to']}[/bold]", highlight=False)
+    if not found["changed"]:
+        console.print("no change: the two versions have the same content")
+    for part in found["changed"]:
+        console.print(f"[bold]{part}[/bold]")
+        for line in _diff_lines(part, found["parts"][part]):
+            console.print(line, highlight=False, markup=False)
+
+
+def _diff_lines(part: str, change: dict[str, Any]) -> list[str]:
+    """One part's change as the lines a person reads."""
+    if part in ("harness", "tools"):
+        named = [
+            f"  {what} tools: {', '.join(change[what])}"
+            for what in ("added", "removed", "changed")
+            if change.get(what)
+        ]
+        return [*named, *change["diff"].rstrip("\n").splitlines()]
+    if part == "memory":
+        lines = [f"  + {_item_words(item)}" for item in change["added"]]
+        lines += [f"  - {_item_words(item)}" for item in change["removed"]]
+        lines += [
+            f"  ~ {_item_words(item['from'])}  ->  {item['to']['content']}"
+            for item in change["changed"]
+        ]
+        if "top_k" in change:
+            lines.append(f"  top_k: {change['top_k']['from']} -> {change['top_k']['to']}")
+        return lines
+    return [
+        f"  {field}: {json.dumps(values['from'])} -> {json.dumps(values['to'])}"
+        for field, values in change.items()
+    ]
+
+
+def _item_words(item: dict[str, Any]) -> str:
+    if item.get("content") is None:
+        return f"{item['id']} (not in the registry)"
+    scope = item.get("tenant") or "all tenants"
+    return f"[{item['kind']}, {scope}] {item['content']}"
 
 
 def schedule(

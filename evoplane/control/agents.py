@@ -14,11 +14,15 @@ from evolution.settings import EvolutionSettings
 from evoplane.control.config import ControlConfig, authorised, ui_link
 from evoplane.control.evolutions import Decision
 from registry import (
+    AgentVersion,
     Alias,
+    AliasState,
     current_aliases,
+    diff_versions,
     get_agent,
     list_agents,
     list_versions,
+    resolve_version,
     set_agent_settings,
     set_alias,
     transaction,
@@ -72,6 +76,46 @@ async def versions(agent: str, c: ControlConfig = Depends(authorised)) -> dict[s
                 for v in list_versions(session, agent)
             ],
         }
+
+
+@router.get("/{agent}/versions/{version}")
+async def version(
+    agent: str, version: str, c: ControlConfig = Depends(authorised)
+) -> dict[str, Any]:
+    """One version: its spec, part fingerprints, parent, author, reason and the aliases on it.
+
+    `version` is an id (`agent@v3`), a number (`v3`) or an alias (`stable`)."""
+    with transaction(c.engine) as session:
+        found = resolve_version(session, agent, version)
+        aliases = current_aliases(session, agent)
+    return _shown(found, aliases)
+
+
+@router.get("/{agent}/versions/{before}/diff/{after}")
+async def version_diff(
+    agent: str, before: str, after: str, c: ControlConfig = Depends(authorised)
+) -> dict[str, Any]:
+    """What changed from one version to another, part by part (either named as above)."""
+    with transaction(c.engine) as session:
+        old, new = resolve_version(session, agent, before), resolve_version(session, agent, after)
+        return diff_versions(session, old, new)
+
+
+def _shown(version: AgentVersion, aliases: AliasState) -> dict[str, Any]:
+    pointing = [alias.value for alias in Alias if getattr(aliases, alias.value) == version.id]
+    return {
+        "id": version.id,
+        "agent": version.agent,
+        "number": version.number,
+        "content_hash": version.content_hash,
+        "parts": version.spec.part_hashes(),
+        "parent_id": version.parent_id,
+        "author": version.author,
+        "reason": version.reason,
+        "created_at": version.created_at.isoformat(),
+        "aliases": pointing,
+        "spec": version.spec.model_dump(mode="json"),
+    }
 
 
 @router.get("/{agent}/settings")

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 
 from evoplane.control import agents, evolutions, schedules
 from evoplane.control.config import ControlConfig
-from registry import NotFoundError
+from registry import InvalidRecordError, NotFoundError
 
 __all__ = ["create_control_app"]
 
@@ -26,6 +26,7 @@ def create_control_app(config: ControlConfig) -> FastAPI:
     app = FastAPI(title="Evoplane control API", version="1", lifespan=lifespan)
     app.state.control = config
     app.add_exception_handler(NotFoundError, _not_found)
+    app.add_exception_handler(InvalidRecordError, _invalid)
     for routes in (evolutions, agents, schedules):
         app.include_router(routes.router)
     return app
@@ -33,3 +34,7 @@ def create_control_app(config: ControlConfig) -> FastAPI:
 
 async def _not_found(_: Request, error: NotFoundError) -> JSONResponse:
     return JSONResponse({"detail": str(error)}, status_code=404)
+
+
+async def _invalid(_: Request, error: InvalidRecordError) -> JSONResponse:
+    return JSONResponse({"detail": str(error)}, status_code=400)

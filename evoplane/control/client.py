@@ -78,6 +78,14 @@ class ControlClient:
         """The agent's aliases and versions."""
         return self.call("GET", f"/api/agents/{agent}/versions")
 
+    def version(self, agent: str, version: str) -> dict[str, Any]:
+        """One version (an id, `v3` or an alias): its spec, fingerprints, parent, aliases."""
+        return self.call("GET", f"/api/agents/{agent}/versions/{version}")
+
+    def version_diff(self, agent: str, before: str, after: str) -> dict[str, Any]:
+        """What changed from version `before` to `after`, part by part."""
+        return self.call("GET", f"/api/agents/{agent}/versions/{before}/diff/{after}")
+
     def configure(self, agent: str, settings: dict[str, Any]) -> dict[str, Any]:
         """Replace the agent's evolution settings."""
         return self.call("PUT", f"/api/agents/{agent}/settings", settings)

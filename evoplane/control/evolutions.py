@@ -11,12 +11,17 @@ from temporalio.client import Client, RPCError, WorkflowUpdateFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from activities.models import Approval, EvolutionOptions, EvolutionRequest
+from atdp import VersionSpec
+from evolution.decision import Action
 from evoplane.control.config import ControlConfig, authorised, ui_link
 from registry import (
     EvolutionAlreadyRunning,
     NotFoundError,
+    changed_parts,
+    current_aliases,
     finish_evolution,
     get_evolution,
+    get_version,
     list_evolutions,
     transaction,
 )
@@ -52,6 +57,8 @@ class Decision(BaseModel):
 async def start_evolution(
     body: StartEvolution, c: ControlConfig = Depends(authorised)
 ) -> dict[str, Any]:
+    if body.options.candidate is not None:
+        body = _as_its_change(c, body)
     workflow_id = evolution_workflow_id(body.agent, datetime.now(UTC))
     # Recorded before the workflow starts, so a second start is refused here and now
     # (the workflow's first activity finds this record and carries on).
@@ -148,6 +155,47 @@ async def _update(client: Client, evolution_id: str, update, body: Decision) -> 
     except RPCError as error:
         raise HTTPException(404, f"evolution {evolution_id}: {error.message}") from None
     return status.model_dump(mode="json")
+
+
+# The action that stands for a change of each part of a spec; guardrails have none.
+PART_ACTIONS = {
+    "harness": Action.HARNESS,
+    "memory": Action.MEMORY,
+    "tools": Action.TOOL_SCHEMA,
+    "model": Action.WEIGHTS,
+}
+
+
+def _as_its_change(c: ControlConfig, body: StartEvolution) -> StartEvolution:
+    """A person's candidate, to be evaluated as the change it is against stable: the action
+    read from the part it changes unless `force` says; refused (400) when nothing changed or
+    the change is not one action's, so the policy can never drop it as a noop."""
+    candidate: VersionSpec = body.options.candidate
+    with transaction(c.engine) as session:
+        stable_id = current_aliases(session, body.agent).stable
+        if stable_id is None:
+            raise HTTPException(409, f"agent {body.agent} has no stable version to compare with")
+        stable = get_version(session, stable_id)
+    parts = changed_parts(stable.spec, candidate)
+    if not parts:
+        raise HTTPException(
+            400,
+            f"the candidate is identical to {stable.id}, the stable version (content hash "
+            f"{stable.content_hash}): change a part of it, there is nothing to evaluate",
+        )
+    if body.options.force is not None:
+        return body
+    actions = {PART_ACTIONS.get(part) for part in parts}
+    if len(actions) != 1 or None in actions:
+        choices = " | ".join(a.value for a in PART_ACTIONS.values())
+        raise HTTPException(
+            400,
+            f"the candidate changes {' and '.join(parts)} against {stable.id}, which is not "
+            f"one action's change: add options.force ({choices}; `evoplane evolve --force "
+            "harness`, say) to name the change it should be evaluated as",
+        )
+    options = body.options.model_copy(update={"force": actions.pop()})
+    return body.model_copy(update={"options": options})
 
 
 def _summary(body: StartEvolution) -> str:

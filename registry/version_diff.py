@@ -1,0 +1,152 @@
+"""What changed between two versions of an agent, part by part, as a person reads it.
+
+The harness as unified diffs of its text, memory as items added, removed and changed (an
+item replaced by one with the same key), tool overrides per tool, guardrails and the model
+as the fields that differ.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from sqlmodel import Session
+
+from atdp import VersionSpec
+from registry.memory import MemoryItem, find_memory_items
+from registry.versions import AgentVersion
+
+__all__ = ["changed_parts", "diff_specs", "diff_versions"]
+
+PARTS = ("model", "harness", "memory", "tools", "guardrails")
+
+
+def changed_parts(before: VersionSpec, after: VersionSpec) -> list[str]:
+    """The parts of the spec (model, harness, memory, tools, guardrails) that differ."""
+    old, new = before.part_hashes(), after.part_hashes()
+    return [part for part in PARTS if old[part] != new[part]]
+
+
+def diff_versions(session: Session, before: AgentVersion, after: AgentVersion) -> dict[str, Any]:
+    """The readable diff of `before` -> `after`, memory items read from the registry."""
+    ids = {*before.spec.memory.item_ids, *after.spec.memory.item_ids}
+    return {
+        "from": before.id,
+        "to": after.id,
+        **diff_specs(before.spec, after.spec, find_memory_items(session, before.agent, ids)),
+    }
+
+
+def diff_specs(
+    before: VersionSpec, after: VersionSpec, items: Mapping[str, MemoryItem]
+) -> dict[str, Any]:
+    """`changed` (the parts that differ) and `parts`: the diff of each changed part."""
+    changed = changed_parts(before, after)
+    old, new = before.model_dump(mode="json"), after.model_dump(mode="json")
+    readers = {
+        "model": _fields,
+        "harness": _harness,
+        "memory": lambda a, b: _memory(a, b, items),
+        "tools": _tools,
+        "guardrails": _fields,
+    }
+    return {
+        "changed": changed,
+        "parts": {part: readers[part](old[part], new[part]) for part in changed},
+    }
+
+
+def _unified(before: str, after: str, path: str) -> str:
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True),
+        after.splitlines(keepends=True),
+        fromfile=f"a/{path}",
+        tofile=f"b/{path}",
+    )
+    # A text without a final newline would glue the next hunk header onto its last line.
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def _fields(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    """Each field that differs, as {field: {"from": ..., "to": ...}}."""
+    return {
+        field: {"from": before.get(field), "to": after.get(field)}
+        for field in sorted(set(before) | set(after))
+        if before.get(field) != after.get(field)
+    }
+
+
+def _harness(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    texts = {
+        "instructions": lambda harness: harness.get("instructions") or "",
+        "template": lambda harness: harness.get("template") or "",
+        "demos.json": lambda harness: _pretty(harness.get("demos") or []),
+    }
+    diff = "".join(
+        _unified(text(before), text(after), f"harness/{name}") for name, text in texts.items()
+    )
+    return {"diff": diff}
+
+
+def _memory(
+    before: Mapping[str, Any], after: Mapping[str, Any], items: Mapping[str, MemoryItem]
+) -> dict[str, Any]:
+    old, new = before.get("item_ids") or [], after.get("item_ids") or []
+    added = [item for item in new if item not in old]
+    removed = [item for item in old if item not in new]
+    changed = []
+    for item_id in list(added):  # an item replaced by one with the same key: a change
+        key = _key(items.get(item_id))
+        was = next((i for i in removed if key and _key(items.get(i)) == key), None)
+        if was is not None:
+            added.remove(item_id)
+            removed.remove(was)
+            changed.append({"from": _described(was, items), "to": _described(item_id, items)})
+    change: dict[str, Any] = {
+        "added": [_described(i, items) for i in added],
+        "removed": [_described(i, items) for i in removed],
+        "changed": changed,
+    }
+    if before.get("top_k") != after.get("top_k"):
+        change["top_k"] = {"from": before.get("top_k"), "to": after.get("top_k")}
+    return change
+
+
+def _key(item: MemoryItem | None) -> tuple[str | None, str] | None:
+    return (item.tenant, item.key) if item is not None else None
+
+
+def _described(item_id: str, items: Mapping[str, MemoryItem]) -> dict[str, Any]:
+    item = items.get(item_id)
+    if item is None:  # not in the registry (a hand-written spec may name anything)
+        return {"id": item_id, "content": None}
+    return {
+        "id": item_id,
+        "tenant": item.tenant,
+        "kind": item.kind.value,
+        "key": item.key,
+        "content": item.content,
+    }
+
+
+def _tools(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    old, new = before.get("tools") or {}, after.get("tools") or {}
+    return {
+        "added": sorted(set(new) - set(old)),
+        "removed": sorted(set(old) - set(new)),
+        "changed": sorted(tool for tool in set(old) & set(new) if old[tool] != new[tool]),
+        "diff": "".join(
+            _unified(
+                _pretty(old[tool]) if tool in old else "",
+                _pretty(new[tool]) if tool in new else "",
+                f"tools/{tool}.json",
+            )
+            for tool in sorted(set(old) | set(new))
+        ),
+    }

@@ -1,0 +1,129 @@
+"""What an operator reads and does through the control API and the CLI: versions shown and
+diffed, a hot-fix written from a shown version, the evolution records."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+from typer.testing import CliRunner
+
+from atdp import VersionSpec
+from evoplane.cli import app as cli
+from registry import Alias, register_version, set_alias, transaction
+from tests.workflows.conftest import AGENT, World
+from tests.workflows.test_control_api import TOKEN, ControlServer, api
+from tests.workflows.test_evolution import wait_for
+
+pytestmark = [pytest.mark.temporal, pytest.mark.slow]
+
+
+@pytest.fixture
+async def control(world: World, workers) -> AsyncIterator[ControlServer]:
+    async with ControlServer(world) as server:
+        yield server
+
+
+@pytest.fixture
+def cli_env(control, monkeypatch, tmp_path):
+    """The CLI pointed at the test's control API; `run(*args)` runs one command."""
+    monkeypatch.setenv("EVOPLANE_API_PORT", str(control.port))
+    monkeypatch.setenv("EVOPLANE_ADMIN_TOKEN", TOKEN)
+    monkeypatch.setenv("EVOPLANE_DATA_DIR", str(tmp_path))
+
+    async def run(*args: str):  # the CLI blocks; the servers share this event loop
+        return await asyncio.to_thread(CliRunner().invoke, cli, list(args))
+
+    return run
+
+
+def second_version(world: World) -> tuple[str, str]:
+    """(stable, a child of it on canary)."""
+    stable = world.stable()
+    with transaction(world.engine) as session:
+        child = register_version(
+            session, AGENT, world.spec("Be warm.\nSay thanks."), parent_id=stable,
+            author="ana", reason="warmer",
+        )  # fmt: skip
+        set_alias(session, AGENT, Alias.CANARY, child.id, weight=0.2, actor="ana")
+    return stable, child.id
+
+
+async def test_a_version_is_shown_and_diffed_over_http(world: World, control) -> None:
+    stable, child = second_version(world)
+    async with api(control) as client:
+        shown = (await client.get(f"/api/agents/{AGENT}/versions/{child}")).json()
+        by_alias = (await client.get(f"/api/agents/{AGENT}/versions/canary")).json()
+        diff = (await client.get(f"/api/agents/{AGENT}/versions/stable/diff/v2")).json()
+        bad = await client.get(f"/api/agents/{AGENT}/versions/latest")
+        missing = await client.get(f"/api/agents/{AGENT}/versions/v9")
+        elsewhere = await client.get(f"/api/agents/{AGENT}/versions/other@v1/diff/v2")
+    spec = VersionSpec.model_validate(shown["spec"])
+    assert shown["id"] == child and by_alias == shown
+    assert (shown["parent_id"], shown["author"], shown["reason"]) == (stable, "ana", "warmer")
+    assert shown["aliases"] == ["canary"]
+    assert shown["content_hash"] == spec.content_hash()
+    assert shown["parts"] == spec.part_hashes()
+    assert (diff["from"], diff["to"], diff["changed"]) == (stable, child, ["harness"])
+    assert (
+        "-You help Acme's customers.\n+Be warm.\n+Say thanks.\n" in diff["parts"]["harness"]["diff"]
+    )
+    assert bad.status_code == 400 and "give support-bot@v3, v3, 3 or an alias" in bad.text
+    assert missing.status_code == 404 and f"{AGENT}@v9" in missing.text
+    assert elsewhere.status_code == 400 and "not a version of agent" in elsewhere.text
+
+
+async def test_the_cli_shows_and_diffs_versions(world: World, cli_env) -> None:
+    stable, child = second_version(world)
+    shown = await cli_env("versions", "show", f"{AGENT}@canary")
+    assert shown.exit_code == 0, shown.output
+    assert f"{child}  aliases: canary" in shown.output
+    assert f"parent: {stable}" in shown.output and "by ana at " in shown.output
+    diff = await cli_env("versions", "diff", f"{AGENT}@stable", "v2")
+    assert diff.exit_code == 0, diff.output
+    lines = diff.output.splitlines()
+    assert lines[:2] == [f"{stable} -> {child}", "harness"]
+    assert "+Say thanks." in lines
+    same = await cli_env("versions", "diff", child, child)
+    assert "no change: the two versions have the same content" in same.output
+    vague = await cli_env("versions", "show", "v2")
+    assert vague.exit_code != 0 and "name the agent and the version" in vague.output
+    listed = await cli_env("versions", "--agent", AGENT)
+    assert "canary 20%" in listed.output, listed.output
+
+
+async def test_a_shown_spec_edited_is_a_hot_fix_candidate(
+    world: World, control, cli_env, tmp_path
+) -> None:
+    """`versions show --json > spec.json`, edit, `evolve --candidate spec.json`: unchanged,
+    it is the stable version to the hash; edited, it is registered as it was written."""
+    shown = await cli_env("versions", "show", f"{AGENT}@stable", "--json")
+    assert shown.exit_code == 0, shown.output
+    written = json.loads(shown.output)
+    stable_hash = VersionSpec.model_validate(written).content_hash()
+    path = tmp_path / "spec.json"
+    path.write_text(shown.output)
+    unchanged = await cli_env("evolve", "--agent", AGENT, "--candidate", str(path))
+    assert unchanged.exit_code != 0
+    assert f"identical to {world.stable()}" in str(unchanged.exception)
+    assert stable_hash in str(unchanged.exception)
+
+    written["harness"]["instructions"] = "You help Acme's customers. Never promise refunds."
+    path.write_text(json.dumps(written))
+    started = await cli_env(
+        "evolve", "--agent", AGENT, "--candidate", str(path), "--force", "harness",
+        "--approve-before", "canary", "--actor", "ana", "--reason", "hot-fix",
+    )  # fmt: skip
+    assert started.exit_code == 0, started.output
+    handle = world.client.get_workflow_handle(started.output.split()[1])
+    status = await wait_for(handle, lambda s: s.awaiting_approval == "canary")
+    registered = await cli_env("versions", "show", status.candidate_version, "--json")
+    assert json.loads(registered.output) == written
+    expected = VersionSpec.model_validate(written).content_hash()
+    async with api(control) as client:
+        version = await client.get(f"/api/agents/{AGENT}/versions/{status.candidate_version}")
+    assert version.json()["content_hash"] == expected
+    await cli_env("reject", handle.id, "--actor", "ana")
+    await handle.result()
