@@ -127,3 +127,48 @@ async def test_a_shown_spec_edited_is_a_hot_fix_candidate(
     assert version.json()["content_hash"] == expected
     await cli_env("reject", handle.id, "--actor", "ana")
     await handle.result()
+
+
+async def test_a_candidate_without_force_is_evaluated_as_its_change(world: World, control) -> None:
+    """No traffic: the policy alone would choose noop; the candidate changes the harness, so
+    it is evaluated as a harness change, and the record says so."""
+    candidate = world.spec("Be warm.").model_dump(mode="json")
+    body = {"agent": AGENT, "options": {"candidate": candidate, "approve_before": ["canary"]}}
+    async with api(control) as client:
+        started = await client.post("/api/evolutions", json=body)
+        assert started.status_code == 201, started.text
+        handle = world.client.get_workflow_handle(started.json()["id"])
+        status = await wait_for(handle, lambda s: s.awaiting_approval == "canary")
+        assert status.action == "harness" and status.candidate_version is not None
+        record = (await client.get(f"/api/evolutions/{handle.id}")).json()["record"]
+        assert record["options"]["force"] == "harness"
+        await client.post(f"/api/evolutions/{handle.id}/reject", json={"actor": "ana"})
+    await handle.result()
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (
+            {"harness": {"instructions": "Be warm."}, "memory": {"item_ids": ["x"]}},
+            "changes harness and memory against support-bot@v1",
+        ),
+        ({"guardrails": {"max_tokens": 10}}, "changes guardrails against support-bot@v1"),
+    ],
+)
+async def test_a_candidate_that_is_no_one_action_is_refused_with_what_to_add(
+    world: World, control, change, words
+) -> None:
+    candidate = {**world.spec("You help Acme's customers.").model_dump(mode="json"), **change}
+    body = {"agent": AGENT, "options": {"candidate": candidate}}
+    async with api(control) as client:
+        refused = await client.post("/api/evolutions", json=body)
+        forced = await client.post(
+            "/api/evolutions", json={**body, "options": {**body["options"], "force": "harness"}}
+        )
+        listed = (await client.get("/api/evolutions")).json()
+    assert refused.status_code == 400
+    assert words in refused.json()["detail"] and "add options.force" in refused.json()["detail"]
+    assert forced.status_code == 201, forced.text
+    assert [r["id"] for r in listed] == [forced.json()["id"]]  # the refusal left no record
+    await world.client.get_workflow_handle(forced.json()["id"]).terminate()
