@@ -135,6 +135,13 @@ class EvolutionActivities:
                 )
             except EvolutionAlreadyRunning as error:
                 raise _fatal("EvolutionAlreadyRunning", str(error)) from None
+            # The control API records an evolution before its workflow runs: known only now.
+            update_evolution(
+                session,
+                info.workflow_id,
+                parent_version_id=stable,
+                workflow_run_id=info.workflow_run_id,
+            )
             try:
                 settings = EvolutionSettings.of(agent.settings)
             except ValidationError as error:

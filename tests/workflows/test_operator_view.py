@@ -172,3 +172,16 @@ async def test_a_candidate_that_is_no_one_action_is_refused_with_what_to_add(
     assert forced.status_code == 201, forced.text
     assert [r["id"] for r in listed] == [forced.json()["id"]]  # the refusal left no record
     await world.client.get_workflow_handle(forced.json()["id"]).terminate()
+
+
+async def test_the_evolution_list_fills_what_it_knows(world: World, control) -> None:
+    async with api(control) as client:
+        started = (await client.post("/api/evolutions", json={"agent": AGENT})).json()
+        handle = world.client.get_workflow_handle(started["id"])
+        await handle.result()
+        listed = (await client.get("/api/evolutions", params={"agent": AGENT})).json()
+    (record,) = listed
+    assert record["parent_version_id"] == world.stable()
+    assert record["workflow_run_id"] == started["run_id"]
+    assert record["mlflow_run_id"] and record["ui"].endswith(f"/workflows/{started['id']}")
+    assert (record["action"], record["outcome"], record["stage"]) == ("noop", "noop", "done")
