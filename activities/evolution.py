@@ -54,6 +54,7 @@ from registry import (
     Alias,
     EvolutionAlreadyRunning,
     NotFoundError,
+    agent_tenants,
     alias_history,
     append_stage,
     create_api_key,
@@ -142,6 +143,7 @@ class EvolutionActivities:
                 parent_version_id=stable,
                 workflow_run_id=info.workflow_run_id,
             )
+            tenants = request.tenants or agent_tenants(session, request.agent)
             try:
                 settings = EvolutionSettings.of(agent.settings)
             except ValidationError as error:
@@ -183,7 +185,12 @@ class EvolutionActivities:
                 ["stable"],
             )
         return BeginResult(
-            parent_version=stable, mlflow_run_id=run_id, gate=gate, policy=policy, window=window
+            parent_version=stable,
+            mlflow_run_id=run_id,
+            gate=gate,
+            policy=policy,
+            window=window,
+            tenants=tenants,
         )
 
     @activity.defn

@@ -123,6 +123,8 @@ class BeginResult(_Message):
     gate: GateConfig
     policy: PolicyConfig
     window: WindowSpec
+    # The tenants in scope: the request's, else every tenant granted the agent.
+    tenants: list[str] = Field(default_factory=list)
 
 
 class DecideRequest(_Message):

@@ -21,6 +21,7 @@ __all__ = [
     "IssuedApiKey",
     "Tenant",
     "TenantPolicy",
+    "agent_tenants",
     "authenticate",
     "create_api_key",
     "create_tenant",
@@ -174,4 +175,10 @@ def grant_agent(session: Session, tenant: str, agent: str) -> None:
 
 def tenant_agents(session: Session, tenant: str) -> list[str]:
     statement = select(TenantAgentRow.agent).where(TenantAgentRow.tenant == tenant)
+    return sorted(session.exec(statement))
+
+
+def agent_tenants(session: Session, agent: str) -> list[str]:
+    """The tenants granted `agent`, by name."""
+    statement = select(TenantAgentRow.tenant).where(TenantAgentRow.agent == agent)
     return sorted(session.exec(statement))

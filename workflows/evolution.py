@@ -128,6 +128,9 @@ class EvolutionWorkflow:
             EvolutionActivities.begin, request, summary="record the evolution, open its MLflow run"
         )
         self._update(parent_version=begun.parent_version, mlflow_run_id=begun.mlflow_run_id)
+        if not request.tenants and begun.tenants and workflow.patched("tenant-attribute"):
+            # Every tenant the agent serves is in scope: a search by tenant finds it too.
+            workflow.upsert_search_attributes([TENANT.value_set(begun.tenants)])
         try:
             outcome, reason = await self._evolve(request, begun)
         except ActivityError as error:  # retries exhausted, or an error a retry cannot fix

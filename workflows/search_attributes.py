@@ -1,7 +1,9 @@
 """The Temporal search attributes Evoplane keeps current on every evolution.
 
 They make the Temporal UI a product surface: "all rollbacks of agent X" is a filter
-(`Agent = "X" AND Action = "rollback"`), not a code read.
+(`Agent = "X" AND Outcome = "rolled_back"`: `Action` is what was decided, so a canary
+that failed and rolled back a harness change has `Action = "harness"`), not a code read.
+`Tenant` holds the tenants in scope, every tenant of the agent when none was named.
 """
 
 from __future__ import annotations

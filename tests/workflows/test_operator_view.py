@@ -16,6 +16,7 @@ from registry import Alias, register_version, set_alias, transaction
 from tests.workflows.conftest import AGENT, World
 from tests.workflows.test_control_api import TOKEN, ControlServer, api
 from tests.workflows.test_evolution import wait_for
+from workflows.search_attributes import TENANT
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 
@@ -185,3 +186,25 @@ async def test_the_evolution_list_fills_what_it_knows(world: World, control) -> 
     assert record["workflow_run_id"] == started["run_id"]
     assert record["mlflow_run_id"] and record["ui"].endswith(f"/workflows/{started['id']}")
     assert (record["action"], record["outcome"], record["stage"]) == ("noop", "noop", "done")
+
+
+async def test_every_evolution_is_found_by_its_tenants(world: World, control) -> None:
+    """Scoped to tenants, the evolution carries them; unscoped, every tenant of the agent."""
+    async with api(control) as client:
+        ids = []
+        for tenants in (None, ["globex"]):
+            body = {"agent": AGENT, "tenants": tenants}
+            started = (await client.post("/api/evolutions", json=body)).json()
+            await world.client.get_workflow_handle(started["id"]).result()
+            ids.append(started["id"])
+    unscoped, scoped = ids
+    for handle_id, expected in ((unscoped, ["acme", "globex"]), (scoped, ["globex"])):
+        described = await world.client.get_workflow_handle(handle_id).describe()
+        assert sorted(described.typed_search_attributes.get(TENANT)) == expected
+    query = f'Agent = "{AGENT}" AND Tenant = "acme" AND Outcome = "noop"'
+    for _ in range(50):  # visibility is eventually consistent
+        found = [w.id async for w in world.client.list_workflows(query)]
+        if found:
+            break
+        await asyncio.sleep(0.2)
+    assert found == [unscoped]
