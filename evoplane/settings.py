@@ -19,6 +19,8 @@ __all__ = ["Settings", "SettingsError", "load_settings"]
 
 CONFIG_ENV = "EVOPLANE_CONFIG"
 DEFAULT_CONFIG = "evoplane.toml"
+# Bind addresses meaning "every interface": where a service listens, never where to open it.
+WILDCARD_HOSTS = ("0.0.0.0", "::", "[::]", "")
 
 
 class SettingsError(ValueError):
@@ -175,6 +177,16 @@ class Settings(BaseSettings):
     @property
     def temporal_ui_url(self) -> str:
         return self.temporal_ui or f"http://{self.host}:{self.temporal_ui_port}"
+
+    @property
+    def temporal_ui_link(self) -> str:
+        """The Temporal UI as people open it, for links (MLflow runs, control API answers):
+        EVOPLANE_TEMPORAL_UI, else the embedded UI, on loopback when it binds every
+        interface (in a container `0.0.0.0` is where it listens, never an address to open)."""
+        if self.temporal_ui:
+            return self.temporal_ui.rstrip("/")
+        host = "127.0.0.1" if self.host in WILDCARD_HOSTS else self.host
+        return f"http://{host}:{self.temporal_ui_port}"
 
     @property
     def gateway_api(self) -> str:

@@ -93,7 +93,7 @@ def temporal_tls(settings: Settings) -> TLSConfig | bool:
 def _tracker(settings: Settings):
     from activities.tracking import EvolutionTracker
 
-    return EvolutionTracker(settings.tracking_uri, temporal_ui_url=settings.temporal_ui_url)
+    return EvolutionTracker(settings.tracking_uri, temporal_ui_url=settings.temporal_ui_link)
 
 
 def activity_executor(settings: Settings, *, gpu: bool) -> ThreadPoolExecutor:

@@ -149,7 +149,7 @@ class Catalog:
         async def load() -> TenantPolicy:
             return (await self.read(get_tenant, tenant)).policy
 
-        return await self._cached(("policy", tenant), load)
+        return await self._cached((Change.POLICY.value, tenant), load)
 
     async def aliases(self, agent: str) -> AliasState:
         return await self._cached(("aliases", agent), lambda: self.read(current_aliases, agent))

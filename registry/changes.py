@@ -1,11 +1,12 @@
 """Catalog changes, announced to the gateways that cache them.
 
-A gateway caches aliases, keys and grants for `catalog_ttl` seconds, so that its hot path
-does not read the registry on every request. On PostgreSQL every write that changes one of
-them also announces it on the `evoplane_catalog` channel (`pg_notify` in the writing
-transaction, so it is delivered on commit and never for a rolled-back write), and a gateway
-that listens (`ChangeListener`) drops the cached entry at once: a promotion, a rollback or
-a revoked key takes effect within a round trip instead of a TTL. The TTL remains the bound
+A gateway caches aliases, keys, grants and tenant policies for `catalog_ttl` seconds, so
+that its hot path does not read the registry on every request. On PostgreSQL every write
+that changes one of them also announces it on the `evoplane_catalog` channel (`pg_notify`
+in the writing transaction, so it is delivered on commit and never for a rolled-back
+write), and a gateway that listens (`ChangeListener`) drops the cached entry at once: a
+promotion, a rollback, a revoked key or a changed policy takes effect within a round trip
+instead of a TTL. The TTL remains the bound
 wherever an announcement can be missed: while a gateway reconnects (it then drops its whole
 cache), and on SQLite, which has no notifications.
 """
@@ -37,6 +38,7 @@ class Change(StrEnum):
     ALIASES = "aliases"  # name: the agent
     GRANTS = "grants"  # name: the tenant
     KEYS = "keys"  # name: the key's id (gateways cache keys by the secret, so drop them all)
+    POLICY = "policy"  # name: the tenant
 
 
 def announce(session: Session, change: Change, name: str) -> None:

@@ -28,6 +28,7 @@ __all__ = [
     "SealedEventRow",
     "SessionRouteRow",
     "TenantAgentRow",
+    "TenantPolicyChangeRow",
     "TenantRow",
     "TrajectoryRow",
     "metadata",
@@ -58,6 +59,21 @@ class TenantRow(SQLModel, table=True):
     name: str = Field(primary_key=True, max_length=64)
     policy: dict[str, Any] = _json(default_factory=dict)
     created_at: datetime = _time()
+
+
+class TenantPolicyChangeRow(SQLModel, table=True):
+    """Append-only history of a tenant's policy: each change, by whom, when and why."""
+
+    __tablename__ = "tenant_policy_change"
+    __table_args__ = (sa.Index("ix_tenant_policy_change_tenant_at", "tenant", "at", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    tenant: str = Field(foreign_key="tenant.name", max_length=64)
+    policy: dict[str, Any] = _json(default_factory=dict)  # the whole policy after the change
+    changed: dict[str, Any] = _json(default_factory=dict)  # field -> {"from", "to"}
+    actor: str = Field(max_length=200)
+    reason: str = Field(default="")
+    at: datetime = _time()
 
 
 class ApiKeyRow(SQLModel, table=True):

@@ -7,20 +7,22 @@ import re
 import secrets
 import uuid
 from datetime import datetime
+from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 from sqlmodel import Session, select
 
 from atdp import Consent, TrainingEligibility, new_id, utcnow
 from registry.changes import Change, announce
 from registry.errors import AlreadyExistsError, InvalidRecordError, NotFoundError
-from registry.tables import AgentRow, ApiKeyRow, TenantAgentRow, TenantRow
+from registry.tables import AgentRow, ApiKeyRow, TenantAgentRow, TenantPolicyChangeRow, TenantRow
 
 __all__ = [
     "ApiKeyIdentity",
     "IssuedApiKey",
     "Tenant",
     "TenantPolicy",
+    "TenantPolicyChange",
     "agent_tenants",
     "authenticate",
     "create_api_key",
@@ -31,6 +33,8 @@ __all__ = [
     "list_tenants",
     "revoke_api_key",
     "tenant_agents",
+    "tenant_policy_history",
+    "update_tenant_policy",
     "validate_slug",
 ]
 
@@ -61,6 +65,18 @@ class TenantPolicy(BaseModel):
     sealed_readers: list[str] = Field(
         default_factory=list, description="Training jobs allowed to read sealed raw copies."
     )
+
+
+class TenantPolicyChange(BaseModel):
+    """One change of a tenant's policy: the policy after it, the fields it changed
+    ({field: {"from", "to"}}), who, why and when."""
+
+    tenant: str
+    policy: TenantPolicy
+    changed: dict[str, dict[str, Any]]
+    actor: str
+    reason: str
+    at: datetime
 
 
 class Tenant(BaseModel):
@@ -113,6 +129,77 @@ def get_tenant(session: Session, name: str) -> Tenant:
     if row is None:
         raise NotFoundError("tenant", name)
     return _tenant(row)
+
+
+def _valid_policy(fields: dict[str, Any]) -> TenantPolicy:
+    """The policy `fields` describe, or an error that says which field is wrong and how."""
+    unknown = set(fields) - set(TenantPolicy.model_fields)
+    if unknown:
+        raise InvalidRecordError(
+            f"a tenant policy has no {', '.join(sorted(unknown))}; its fields are "
+            f"{', '.join(TenantPolicy.model_fields)}"
+        )
+    try:
+        policy = TenantPolicy.model_validate(fields)
+    except ValidationError as error:
+        raise InvalidRecordError(f"not a valid tenant policy: {error}") from None
+    for pattern in policy.redaction_patterns:
+        try:
+            re.compile(pattern)
+        except re.error as error:
+            raise InvalidRecordError(
+                f"redaction pattern {pattern!r} is not a regular expression: {error}"
+            ) from None
+    if policy.sealed_readers and not policy.seal_raw:
+        raise InvalidRecordError(
+            "readers of sealed raw copies need seal_raw (without it no raw copy is kept)"
+        )
+    return policy
+
+
+def update_tenant_policy(
+    session: Session, name: str, changes: dict[str, Any], *, actor: str, reason: str = ""
+) -> TenantPolicyChange | None:
+    """Change some fields of a tenant's policy (the rest stay), recorded with who, why and
+    when, and announced to the gateways; None when nothing would change.
+
+    What the gateway stamps on each event (training eligibility, retention, redaction)
+    applies to traffic captured from then on; sealed readers are checked at every read."""
+    row = session.get(TenantRow, name)
+    if row is None:
+        raise NotFoundError("tenant", name)
+    before = TenantPolicy.model_validate(row.policy).model_dump(mode="json")
+    after = _valid_policy({**before, **changes}).model_dump(mode="json")
+    changed = {
+        field: {"from": before[field], "to": after[field]}
+        for field in after
+        if before[field] != after[field]
+    }
+    if not changed:
+        return None
+    row.policy = after
+    change = TenantPolicyChangeRow(
+        tenant=name, policy=after, changed=changed, actor=actor, reason=reason, at=utcnow()
+    )
+    session.add_all([row, change])
+    session.flush()
+    announce(session, Change.POLICY, name)
+    return _change(change)
+
+
+def _change(row: TenantPolicyChangeRow) -> TenantPolicyChange:
+    return TenantPolicyChange.model_validate(row, from_attributes=True)
+
+
+def tenant_policy_history(session: Session, name: str) -> list[TenantPolicyChange]:
+    """Every change of the tenant's policy, oldest first."""
+    get_tenant(session, name)
+    statement = (
+        select(TenantPolicyChangeRow)
+        .where(TenantPolicyChangeRow.tenant == name)
+        .order_by(TenantPolicyChangeRow.at, TenantPolicyChangeRow.id)
+    )
+    return [_change(row) for row in session.exec(statement)]
 
 
 def list_tenants(session: Session) -> list[Tenant]:

@@ -11,7 +11,8 @@ from rich.table import Table
 from evoplane.settings import load_settings
 
 tenant_app = typer.Typer(
-    help="Tenants: create and list them, with their data policy.", no_args_is_help=True
+    help="Tenants: create, list and update them, with their data policy.",
+    no_args_is_help=True,
 )
 key_app = typer.Typer(
     help="API keys: issue (shown once, stored hashed) and revoke.", no_args_is_help=True
@@ -91,6 +92,74 @@ def tenant_list() -> None:
                 tenant.policy.training,
                 f"{days} d" if days else "-",
                 ", ".join(tenant_agents(session, tenant.name)) or "-",
+            )
+    console.print(table)
+
+
+@tenant_app.command("update")
+def tenant_update(
+    name: str,
+    actor: str = typer.Option(..., help="Who changes the policy (recorded)."),
+    reason: str = typer.Option("", help="Why (recorded)."),
+    training: str | None = typer.Option(None, help="eligible | debug_only | audit_only"),
+    retention_days: int | None = typer.Option(
+        None, help="Purge data captured from now on after this many days."
+    ),
+    keep_forever: bool = typer.Option(False, "--keep-forever", help="Drop the retention."),
+    redact: list[str] | None = typer.Option(
+        None, help="Extra regexes to redact (repeatable; replaces the list)."
+    ),
+    clear_redact: bool = typer.Option(False, "--clear-redact", help="No extra regexes."),
+    seal_raw: bool | None = typer.Option(
+        None, "--seal-raw/--no-seal-raw", help="Keep an encrypted raw copy of redacted events."
+    ),
+    sealed_reader: list[str] | None = typer.Option(
+        None, "--sealed-reader", help="Jobs allowed to read sealed copies (repeatable; replaces)."
+    ),
+) -> None:
+    """Change a tenant's policy; what is not named stays. Recorded with who, when and why,
+    and announced to the gateways (they apply it within a round trip)."""
+    from registry import transaction, update_tenant_policy
+
+    if keep_forever and retention_days is not None:
+        raise typer.BadParameter("give --retention-days or --keep-forever, not both")
+    if clear_redact and redact:
+        raise typer.BadParameter("give --redact or --clear-redact, not both")
+    changes = {
+        "training": training,
+        "retention_days": retention_days,
+        "redaction_patterns": redact or None,
+        "seal_raw": seal_raw,
+        "sealed_readers": sealed_reader or None,
+    }
+    changes = {field: value for field, value in changes.items() if value is not None}
+    changes |= {"retention_days": None} if keep_forever else {}
+    changes |= {"redaction_patterns": []} if clear_redact else {}
+    if not changes:
+        raise typer.BadParameter("name something to change, e.g. --retention-days 30")
+    with transaction(_engine()) as session:
+        change = update_tenant_policy(session, name, changes, actor=actor, reason=reason)
+    if change is None:
+        console.print(f"tenant {name}: the policy already says that; nothing changed.")
+        return
+    for field, values in change.changed.items():
+        console.print(f"{name}: {field} {values['from']} -> {values['to']}", highlight=False)
+
+
+@tenant_app.command("history")
+def tenant_history(name: str) -> None:
+    """Every change of a tenant's policy: when, who, what and why."""
+    from registry import tenant_policy_history, transaction
+
+    table = Table("at", "actor", "changed", "reason")
+    with transaction(_engine()) as session:
+        for change in tenant_policy_history(session, name):
+            changed = "; ".join(
+                f"{field} {values['from']} -> {values['to']}"
+                for field, values in change.changed.items()
+            )
+            table.add_row(
+                change.at.isoformat(timespec="seconds"), change.actor, changed, change.reason
             )
     console.print(table)
 

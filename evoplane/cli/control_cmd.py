@@ -328,7 +328,7 @@ def api(
         connect=lambda: connect(settings),
         admin_token=admin_token_of(settings),
         namespace=settings.temporal_namespace,
-        temporal_ui_url=settings.temporal_ui_url,
+        temporal_ui_url=settings.temporal_ui_link,
     )
     uvicorn.run(
         create_control_app(config),

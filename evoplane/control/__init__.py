@@ -9,6 +9,7 @@ after them from the registry, which is the source of truth. OpenAPI is at /opena
     evolutions.py   /api/evolutions: start, list, follow, approve, reject, abort
     agents.py       /api/agents: versions, settings, rollback, the holdback
     schedules.py    /api/schedules: evolve an agent on a schedule
+    tenants.py      /api/tenants: a tenant's data policy, changed after creation
     client.py       the one client of this API (the CLI, the demo and the scenarios use it)
 
 Nothing is imported here, so the client stays light for the CLI.

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from evoplane.control import agents, evolutions, schedules
+from evoplane.control import agents, evolutions, schedules, tenants
 from evoplane.control.config import ControlConfig
 from registry import InvalidRecordError, NotFoundError
 
@@ -27,7 +27,7 @@ def create_control_app(config: ControlConfig) -> FastAPI:
     app.state.control = config
     app.add_exception_handler(NotFoundError, _not_found)
     app.add_exception_handler(InvalidRecordError, _invalid)
-    for routes in (evolutions, agents, schedules):
+    for routes in (evolutions, agents, schedules, tenants):
         app.include_router(routes.router)
     return app
 

@@ -36,7 +36,7 @@ def endpoints_of(settings: Settings) -> Endpoints:
         control=f"http://{settings.host}:{settings.api_port}",
         admin_token=admin_token_of(settings),
         registry_url=settings.registry_url,
-        temporal_ui=settings.temporal_ui_url,
+        temporal_ui=settings.temporal_ui_link,
         mlflow=settings.tracking_uri,
         catalog_ttl=settings.catalog_ttl,
     )

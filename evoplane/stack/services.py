@@ -105,7 +105,7 @@ def temporal_service(settings: Settings) -> Service:
         healthy=lambda: (
             tcp_open(host, settings.temporal_port) and http_ok(settings.temporal_ui_url)
         ),
-        urls={"Temporal UI": settings.temporal_ui_url, "Temporal gRPC": settings.temporal_target},
+        urls={"Temporal UI": settings.temporal_ui_link, "Temporal gRPC": settings.temporal_target},
     )
 
 

@@ -139,5 +139,10 @@ def test_temporal_tls_follows_the_settings(monkeypatch, tmp_path: Path) -> None:
 def test_the_temporal_ui_link_can_name_the_address_people_open(monkeypatch) -> None:
     monkeypatch.setenv("EVOPLANE_HOST", "0.0.0.0")
     assert load_settings().temporal_ui_url == "http://0.0.0.0:8233"  # the embedded UI
-    monkeypatch.setenv("EVOPLANE_TEMPORAL_UI", "https://temporal.example.com")
-    assert load_settings().temporal_ui_url == "https://temporal.example.com"
+    # In a container the services bind every interface; a link to 0.0.0.0 opens nothing.
+    assert load_settings().temporal_ui_link == "http://127.0.0.1:8233"
+    monkeypatch.setenv("EVOPLANE_HOST", "10.0.0.5")
+    assert load_settings().temporal_ui_link == "http://10.0.0.5:8233"
+    monkeypatch.setenv("EVOPLANE_TEMPORAL_UI", "https://temporal.example.com/")
+    assert load_settings().temporal_ui_url == "https://temporal.example.com/"
+    assert load_settings().temporal_ui_link == "https://temporal.example.com"

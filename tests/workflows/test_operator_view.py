@@ -208,3 +208,23 @@ async def test_every_evolution_is_found_by_its_tenants(world: World, control) ->
             break
         await asyncio.sleep(0.2)
     assert found == [unscoped]
+
+
+async def test_a_tenant_policy_is_changed_over_http(world: World, control) -> None:
+    url = "/api/tenants/acme"
+    change = {"policy": {"retention_days": 14}, "actor": "ana", "reason": "contract"}
+    async with api(control) as client:
+        updated = (await client.patch(url, json=change)).json()
+        again = (await client.patch(url, json=change)).json()
+        shown = (await client.get(url)).json()
+        bad = await client.patch(url, json={**change, "policy": {"retention": 14}})
+        anonymous = await client.patch(url, json={"policy": {"retention_days": 1}})
+        unknown = await client.patch("/api/tenants/nobody", json=change)
+    assert updated["changed"] == {"retention_days": {"from": None, "to": 14}}
+    assert updated["policy"]["retention_days"] == 14 and updated["at"]
+    assert again["changed"] == {} and again["at"] is None
+    assert shown["policy"]["retention_days"] == 14
+    assert [(c["actor"], c["reason"]) for c in shown["history"]] == [("ana", "contract")]
+    assert bad.status_code == 400 and "has no retention" in bad.json()["detail"]
+    assert anonymous.status_code == 422
+    assert unknown.status_code == 404
