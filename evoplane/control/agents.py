@@ -34,11 +34,18 @@ from workflows.search_attributes import AGENT
 
 __all__ = ["RollbackBody", "router"]
 
-router = APIRouter(prefix="/api/agents")
+router = APIRouter(prefix="/api/agents", tags=["agents"])
 
 
 class RollbackBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Where to roll back to (default: the previous stable), with who and why."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"to_version": "support-bot@v2", "actor": "ana", "reason": "refunds"}]
+        },
+    )
 
     to_version: str | None = None
     actor: str = Field(min_length=1)
@@ -47,6 +54,7 @@ class RollbackBody(BaseModel):
 
 @router.get("")
 async def agents(c: ControlConfig = Depends(authorised)) -> list[dict[str, Any]]:
+    """Every agent, with where its aliases point."""
     with transaction(c.engine) as session:
         return [
             {
@@ -60,6 +68,7 @@ async def agents(c: ControlConfig = Depends(authorised)) -> list[dict[str, Any]]
 
 @router.get("/{agent}/versions")
 async def versions(agent: str, c: ControlConfig = Depends(authorised)) -> dict[str, Any]:
+    """The agent's versions (id, parent, author, reason, hash) and its aliases."""
     with transaction(c.engine) as session:
         get_agent(session, agent)
         return {
@@ -82,7 +91,7 @@ async def versions(agent: str, c: ControlConfig = Depends(authorised)) -> dict[s
 async def version(
     agent: str, version: str, c: ControlConfig = Depends(authorised)
 ) -> dict[str, Any]:
-    """One version: its spec, part fingerprints, parent, author, reason and the aliases on it.
+    """One version: its spec, part fingerprints, parent, author, reason and aliases on it.
 
     `version` is an id (`agent@v3`), a number (`v3`) or an alias (`stable`)."""
     with transaction(c.engine) as session:
@@ -95,7 +104,10 @@ async def version(
 async def version_diff(
     agent: str, before: str, after: str, c: ControlConfig = Depends(authorised)
 ) -> dict[str, Any]:
-    """What changed from one version to another, part by part (either named as above)."""
+    """What changed from one version to another, part by part.
+
+    Harness text as unified diffs, memory items added, removed and changed, tool overrides,
+    guardrails and model fields. Either version is named as in the route above."""
     with transaction(c.engine) as session:
         old, new = resolve_version(session, agent, before), resolve_version(session, agent, after)
         return diff_versions(session, old, new)
@@ -140,6 +152,8 @@ async def configure_agent(
 async def rollback(
     agent: str, body: RollbackBody, c: ControlConfig = Depends(authorised)
 ) -> dict[str, Any]:
+    """Put an earlier version back on stable (default: the previous stable); canary,
+    shadow and holdback are cleared."""
     with transaction(c.engine) as session:
         get_agent(session, agent)
     workflow_id = rollback_workflow_id(agent, datetime.now(UTC))
@@ -161,8 +175,9 @@ async def rollback(
 async def end_holdback(
     agent: str, body: Decision, c: ControlConfig = Depends(authorised)
 ) -> dict[str, Any]:
-    """Give the sessions a holdback keeps on the replaced version back to stable (new
-    sessions only: a session keeps its version). The next regression check then
+    """End the holdback: its share of new sessions goes to stable.
+
+    New sessions only: a session keeps its version. The next regression check then
     compares before against after."""
     with transaction(c.engine) as session:
         held = current_aliases(session, agent).holdback

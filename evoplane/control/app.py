@@ -10,9 +10,16 @@ from fastapi.responses import JSONResponse
 
 from evoplane.control import agents, evolutions, schedules, tenants
 from evoplane.control.config import ControlConfig
+from evoplane.control.docs import TAGS, serve_docs, summarise
 from registry import InvalidRecordError, NotFoundError
 
 __all__ = ["create_control_app"]
+
+DESCRIPTION = (
+    "Start, follow, approve and roll back evolutions; read and diff agent versions; change "
+    "tenant policies. Every route needs the admin token (`Authorization: Bearer ...`; "
+    '"Authorize" above): `EVOPLANE_ADMIN_TOKEN`, or the one `evoplane up` prints.'
+)
 
 
 def create_control_app(config: ControlConfig) -> FastAPI:
@@ -23,11 +30,21 @@ def create_control_app(config: ControlConfig) -> FastAPI:
             config.client = await config.connect()
         yield
 
-    app = FastAPI(title="Evoplane control API", version="1", lifespan=lifespan)
+    app = FastAPI(
+        title="Evoplane control API",
+        version="1",
+        description=DESCRIPTION,
+        openapi_tags=TAGS,
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    serve_docs(app)
     app.state.control = config
     app.add_exception_handler(NotFoundError, _not_found)
     app.add_exception_handler(InvalidRecordError, _invalid)
     for routes in (evolutions, agents, schedules, tenants):
+        summarise(routes.router)
         app.include_router(routes.router)
     return app
 

@@ -6,7 +6,8 @@ import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from fastapi import HTTPException, Request
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy.engine import Engine
 from temporalio.client import Client
@@ -46,11 +47,21 @@ def admin_token(configured: str | None, data_dir: Path) -> str:
     return token
 
 
-def authorised(request: Request) -> ControlConfig:
+# The OpenAPI security scheme of every route, so /docs's "Authorize" sends the token.
+bearer = HTTPBearer(
+    scheme_name="admin token",
+    description="EVOPLANE_ADMIN_TOKEN, or the token `evoplane up` generates and prints.",
+    auto_error=False,
+)
+
+
+def authorised(
+    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)
+) -> ControlConfig:
     """The app's configuration, for a caller that sent the admin token (401 otherwise)."""
     config: ControlConfig = request.app.state.control
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not secrets.compare_digest(token, config.admin_token):
+    token = credentials.credentials if credentials else ""
+    if not secrets.compare_digest(token.encode(), config.admin_token.encode()):
         raise HTTPException(401, "Send `Authorization: Bearer <admin token>` (see `evoplane up`).")
     return config
 

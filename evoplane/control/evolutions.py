@@ -33,11 +33,24 @@ from workflows.search_attributes import AGENT, TENANT
 
 __all__ = ["Decision", "StartEvolution", "router"]
 
-router = APIRouter(prefix="/api/evolutions")
+router = APIRouter(prefix="/api/evolutions", tags=["evolutions"])
 
 
 class StartEvolution(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Which agent to evolve, over which tenants' traffic, and how."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "agent": "support-bot",
+                    "tenants": ["acme"],
+                    "options": {"force": "harness", "approve_before": ["promotion"]},
+                }
+            ]
+        },
+    )
 
     agent: str
     tenants: list[str] | None = None
@@ -47,7 +60,10 @@ class StartEvolution(BaseModel):
 class Decision(BaseModel):
     """A person's approval, rejection or abort, with who and why."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"actor": "ana", "reason": "canary looks right"}]},
+    )
 
     actor: str = Field(min_length=1)
     reason: str = ""
@@ -57,6 +73,9 @@ class Decision(BaseModel):
 async def start_evolution(
     body: StartEvolution, c: ControlConfig = Depends(authorised)
 ) -> dict[str, Any]:
+    """Start an evolution of an agent: its id, run id and Temporal UI link.
+
+    A candidate spec is evaluated as the change it is (see `options.candidate`)."""
     if body.options.candidate is not None:
         body = _as_its_change(c, body)
     workflow_id = evolution_workflow_id(body.agent, datetime.now(UTC))
@@ -100,6 +119,7 @@ async def evolutions(
     limit: int = 50,
     c: ControlConfig = Depends(authorised),
 ) -> list[dict[str, Any]]:
+    """The latest evolution records, newest first, optionally of one agent, stage, outcome."""
     with transaction(c.engine) as session:
         records = list_evolutions(session, agent=agent, stage=stage, outcome=outcome, limit=limit)
     return [{**r.model_dump(mode="json"), "ui": ui_link(c, r.id)} for r in records]
@@ -107,6 +127,7 @@ async def evolutions(
 
 @router.get("/{evolution_id}")
 async def evolution(evolution_id: str, c: ControlConfig = Depends(authorised)) -> dict[str, Any]:
+    """One evolution: its record, its live status (null once the workflow is gone), link."""
     live = await _status(c.client, evolution_id)
     with transaction(c.engine) as session:
         try:
@@ -122,6 +143,7 @@ async def evolution(evolution_id: str, c: ControlConfig = Depends(authorised)) -
 async def approve(
     evolution_id: str, body: Decision, c: ControlConfig = Depends(authorised)
 ) -> dict[str, Any]:
+    """Let an evolution waiting for a person past its approval point (409 if not waiting)."""
     return await _update(c.client, evolution_id, EvolutionWorkflow.approve, body)
 
 
@@ -129,6 +151,7 @@ async def approve(
 async def reject(
     evolution_id: str, body: Decision, c: ControlConfig = Depends(authorised)
 ) -> dict[str, Any]:
+    """Stop an evolution at its approval point; the candidate never goes live."""
     return await _update(c.client, evolution_id, EvolutionWorkflow.reject, body)
 
 
@@ -136,6 +159,7 @@ async def reject(
 async def abort(
     evolution_id: str, body: Decision, c: ControlConfig = Depends(authorised)
 ) -> dict[str, str]:
+    """Stop an evolution at its next step; canary and shadow are cleared."""
     handle = c.client.get_workflow_handle(evolution_id)
     try:
         await handle.signal(EvolutionWorkflow.abort, Approval(actor=body.actor, reason=body.reason))

@@ -28,11 +28,16 @@ from workflows.search_attributes import AGENT
 
 __all__ = ["ScheduleBody", "router"]
 
-router = APIRouter(prefix="/api/schedules")
+router = APIRouter(prefix="/api/schedules", tags=["schedules"])
 
 
 class ScheduleBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Evolve `agent` every `every_minutes`, over these tenants' traffic."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"agent": "support-bot", "every_minutes": 30}]},
+    )
 
     agent: str
     every_minutes: float = Field(gt=0)
