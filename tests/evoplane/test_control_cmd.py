@@ -6,6 +6,7 @@ from typing import Any
 
 import httpx
 import pytest
+import typer
 
 from evoplane.cli import control_cmd
 from evoplane.control.client import ControlAPIError, ControlClient
@@ -75,3 +76,54 @@ def test_an_unreachable_api_says_how_to_start_it(unused_tcp_port: int) -> None:
     with ControlClient(f"http://127.0.0.1:{unused_tcp_port}", "t") as client:
         with pytest.raises(ControlAPIError, match="start it with `evoplane up`"):
             client.versions("support-bot")
+
+
+def test_a_diff_reads_each_part_as_a_person_would(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fact = {"id": "1", "tenant": "acme", "kind": "fact", "key": "refunds", "content": "14 days."}
+    diff = {
+        "from": "support-bot@v2",
+        "to": "support-bot@v3",
+        "changed": ["model", "memory", "tools"],
+        "parts": {
+            "model": {"checkpoint": {"from": None, "to": "ckpt-7"}},
+            "memory": {
+                "added": [{**fact, "id": "2", "tenant": None, "content": "Greet [by] name."}],
+                "removed": [{"id": "9", "content": None}],
+                "changed": [{"from": fact, "to": {**fact, "id": "3", "content": "30 days."}}],
+                "top_k": {"from": 3, "to": 5},
+            },
+            "tools": {
+                "added": ["lookup"],
+                "removed": [],
+                "changed": [],
+                "diff": "--- a/tools/lookup.json\n+++ b/tools/lookup.json\n+{}\n",
+            },
+        },
+    }
+    route = ("GET", "/api/agents/support-bot/versions/support-bot@v2/diff/v3")
+    monkeypatch.setattr(
+        control_cmd, "_control", lambda: answering({route: httpx.Response(200, json=diff)})
+    )
+    control_cmd.diff_versions("support-bot@v2", "v3")
+    assert capsys.readouterr().out.splitlines() == [
+        "support-bot@v2 -> support-bot@v3",
+        "model",
+        '  checkpoint: null -> "ckpt-7"',
+        "memory",
+        "  + [fact, all tenants] Greet [by] name.",
+        "  - 9 (not in the registry)",
+        "  ~ [fact, acme] 14 days.  ->  30 days.",
+        "  top_k: 3 -> 5",
+        "tools",
+        "  added tools: lookup",
+        "--- a/tools/lookup.json",
+        "+++ b/tools/lookup.json",
+        "+{}",
+    ]
+
+
+def test_a_version_named_without_its_agent_is_refused_before_any_call() -> None:
+    with pytest.raises(typer.BadParameter, match="support-bot@v3"):
+        control_cmd.show_version("v3", as_json=False)
