@@ -13,11 +13,13 @@ boundaries and are stored as JSON with the evolution they decided.
 
     records.py   the settings, samples, judgements, findings and results
     live.py      the live judge of the shadow and canary gates (`judge`)
+    sequential.py  confidence sequences valid at every look, and the sessions they need
+    estimate.py  the difference of means, with CUPED where a covariate is known
     replay.py    the replay gate's judge (`judge_replay`)
     verdict.py   how judgements become a gate's verdict
 """
 
-from evolution.gates.live import judge
+from evolution.gates.live import judge, question_for
 from evolution.gates.records import (
     Finding,
     Gate,
@@ -25,6 +27,7 @@ from evolution.gates.records import (
     GateResult,
     MetricJudgement,
     MetricSamples,
+    Question,
     ReplayCase,
     Sample,
     Verdict,
@@ -38,9 +41,11 @@ __all__ = [
     "GateResult",
     "MetricJudgement",
     "MetricSamples",
+    "Question",
     "ReplayCase",
     "Sample",
     "Verdict",
     "judge",
     "judge_replay",
+    "question_for",
 ]

@@ -1,4 +1,9 @@
-"""The live judge (shadow, canary): the candidate against stable, overall and per tenant."""
+"""The live judge (shadow, canary): the candidate against stable, overall and per tenant.
+
+Its intervals are confidence sequences (`sequential`): valid at every step and extension
+of a canary at once, so the whole canary promotes a candidate that is worse than the
+question allows no more often than 1 - confidence, however many looks it takes.
+"""
 
 from __future__ import annotations
 
@@ -6,20 +11,26 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from evolution.gates.estimate import Moments, estimate
 from evolution.gates.records import (
     Gate,
     GateConfig,
     GateResult,
     MetricJudgement,
     MetricSamples,
+    Question,
     Sample,
     Verdict,
 )
+from evolution.gates.sequential import mixture_half_width, mixture_precision, sessions_needed
 from evolution.gates.verdict import count_text, gate_result, percent_text
-from evolution.stats import bootstrap_mean_delta, mann_whitney
+from evolution.stats import mann_whitney
 
-__all__ = ["bonferroni", "judge", "mean_of"]
+__all__ = ["bonferroni", "fails", "judge", "margin", "mean_of", "passes", "question_for"]
+
+_FIXES = {"memory", "harness", "tool_schema", "weights"}
 
 
 @dataclass(frozen=True)
@@ -37,6 +48,12 @@ class _Subject:
         return f"{kind} {self.metric}{scope}"
 
 
+def question_for(action: str | None) -> Question:
+    """What a change must show: a fix (memory, harness, tool schema, weights) a gain; any
+    other change (a person's cost cut, say) only that it costs no more than the tolerance."""
+    return Question.SUPERIORITY if action in _FIXES else Question.NON_INFERIORITY
+
+
 def judge(
     gate: Gate,
     metrics: Sequence[MetricSamples],
@@ -44,43 +61,75 @@ def judge(
     *,
     step: int | None = None,
     weight: float | None = None,
+    question: Question = Question.NON_INFERIORITY,
 ) -> GateResult:
     """Judge candidate against baseline on every metric, over all tenants and per tenant.
 
-    A metric fails when the candidate is worse by more than `tolerance` and the difference
-    is significant at `confidence`; worse but not significant is marginal, and so are too
-    few samples. A tenant's judgements can fail the gate (significant harm to one tenant)
-    but never make it marginal: many small tenants are noisy, and the extension that a
-    marginal verdict buys would rarely settle them. Per-tenant tests are
-    Bonferroni-corrected over the tenants judged, so many tenants do not fail a good
-    candidate by chance.
+    The primary metric (`config.primary_metric`) must answer `question` (or
+    `config.question`, which overrides it) with a confidence sequence that holds at every
+    look at once: superiority passes once the interval is above 0, non-inferiority once it
+    is above -tolerance; an interval still straddling that margin is marginal, and one
+    wholly on the wrong side of it fails. Other metrics are guardrails: they fail when the
+    interval shows the candidate worse by more than `tolerance`, and are marginal when the
+    observed drop is beyond it but the interval is not yet sure. Too few samples are
+    marginal. A tenant's judgements can fail the gate (confident harm to one tenant) but
+    never make it marginal: many small tenants are noisy, and the extension that a marginal
+    verdict buys would rarely settle them. Per-tenant intervals are Bonferroni-corrected
+    over the tenants judged, so many tenants do not fail a good candidate by chance.
     """
     names = [metric.name for metric in metrics]
     if len(set(names)) != len(names):
         raise ValueError(f"metric names must be unique, got {names}")
-    aggregate = [_judge_aggregate(metric, config) for metric in metrics]
+    asked = config.question or question
+    aggregate = [
+        _judge_aggregate(metric, config, _asked(metric, config, asked)) for metric in metrics
+    ]
     tenants = [judgement for metric in metrics for judgement in _judge_tenants(metric, config)]
+    primary = next((j for j in aggregate if j.question is not Question.NO_HARM), None)
 
     def passed() -> str:
         judged = len({j.tenant for j in tenants if j.judged})
+        guardrails = len(aggregate) - (primary is not None)
+        said = [_shown(primary, config)] if primary is not None else []
+        if guardrails:
+            metrics = count_text(guardrails, "guardrail metric")
+            said.append(f"{metrics} within tolerance {config.tolerance:g}")
         return (
-            f"{count_text(len(aggregate), 'metric')} within tolerance {config.tolerance:g} at "
-            f"{percent_text(config.confidence)} confidence, no tenant significantly worse "
-            f"({count_text(judged, 'tenant')} judged)"
+            f"{', '.join(said)} at {percent_text(config.confidence)} confidence over every "
+            f"look, no tenant confidently worse ({count_text(judged, 'tenant')} judged)"
         )
 
-    return gate_result(gate, aggregate, tenants, passed, step=step, weight=weight)
+    result = gate_result(gate, aggregate, tenants, passed, step=step, weight=weight)
+    if primary is None:
+        return result
+    return result.model_copy(
+        update={
+            "question": primary.question,
+            "sessions_needed": primary.sessions_needed,
+            "sessions": min(primary.n_baseline, primary.n_candidate),
+        }
+    )
 
 
-def _judge_aggregate(metric: MetricSamples, config: GateConfig) -> MetricJudgement:
+def _asked(metric: MetricSamples, config: GateConfig, question: Question) -> Question:
+    return question if metric.name == config.primary_metric else Question.NO_HARM
+
+
+def _shown(primary: MetricJudgement, config: GateConfig) -> str:
+    if primary.question is Question.SUPERIORITY:
+        return f"{primary.metric} shown better (superiority)"
+    return f"{primary.metric} shown no worse than {config.tolerance:g} (non-inferiority)"
+
+
+def _judge_aggregate(
+    metric: MetricSamples, config: GateConfig, question: Question
+) -> MetricJudgement:
     subject = _Subject(
         metric.name, None, metric.higher_is_better, metric.name in config.critical_metrics
     )
-    baseline = [sample.value for sample in metric.baseline]
-    candidate = [sample.value for sample in metric.candidate]
-    if min(len(baseline), len(candidate)) < config.min_samples:
-        return _too_few(subject, baseline, candidate, config.min_samples, judged=True)
-    return _compare(subject, baseline, candidate, config, config.confidence)
+    if min(len(metric.baseline), len(metric.candidate)) < config.min_samples:
+        return _too_few(subject, metric.baseline, metric.candidate, config, judged=True)
+    return _compare(subject, metric.baseline, metric.candidate, config, question, config.confidence)
 
 
 def _judge_tenants(metric: MetricSamples, config: GateConfig) -> list[MetricJudgement]:
@@ -98,25 +147,26 @@ def _judge_tenants(metric: MetricSamples, config: GateConfig) -> list[MetricJudg
         subject = _Subject(metric.name, tenant, metric.higher_is_better, critical)
         if tenant in enough:
             judgements.append(
-                _compare(subject, baseline[tenant], candidate[tenant], config, confidence)
-            )
-        else:
-            judgements.append(
-                _too_few(
+                _compare(
                     subject,
                     baseline[tenant],
                     candidate[tenant],
-                    config.min_tenant_samples,
-                    judged=False,
+                    config,
+                    Question.NO_HARM,
+                    confidence,
                 )
+            )
+        else:
+            judgements.append(
+                _too_few(subject, baseline[tenant], candidate[tenant], config, judged=False)
             )
     return judgements
 
 
-def _by_tenant(samples: Sequence[Sample]) -> defaultdict[str, list[float]]:
-    grouped: defaultdict[str, list[float]] = defaultdict(list)
+def _by_tenant(samples: Sequence[Sample]) -> defaultdict[str, list[Sample]]:
+    grouped: defaultdict[str, list[Sample]] = defaultdict(list)
     for sample in samples:
-        grouped[sample.tenant].append(sample.value)
+        grouped[sample.tenant].append(sample)
     return grouped
 
 
@@ -133,14 +183,19 @@ def mean_of(values: Sequence[float]) -> float | None:
     return _average(values) if values else None
 
 
+def _values(samples: Sequence[Sample]) -> list[float]:
+    return [sample.value for sample in samples]
+
+
 def _too_few(
     subject: _Subject,
-    baseline: Sequence[float],
-    candidate: Sequence[float],
-    needed: int,
+    baseline: Sequence[Sample],
+    candidate: Sequence[Sample],
+    config: GateConfig,
     *,
     judged: bool,
 ) -> MetricJudgement:
+    needed = config.min_samples if judged else config.min_tenant_samples
     counts = f"{len(baseline)} baseline, {len(candidate)} candidate; {needed} needed on each side"
     verdict = "too few samples to judge" if judged else "not judged, too few samples"
     return MetricJudgement(
@@ -149,66 +204,155 @@ def _too_few(
         verdict=Verdict.MARGINAL,
         n_baseline=len(baseline),
         n_candidate=len(candidate),
-        baseline_mean=mean_of(baseline),
-        candidate_mean=mean_of(candidate),
+        baseline_mean=mean_of(_values(baseline)),
+        candidate_mean=mean_of(_values(candidate)),
         critical=subject.critical,
         judged=judged,
         reason=f"{subject}: {verdict} ({counts})",
     )
 
 
+def _moments(samples: Sequence[Sample], adjust: bool) -> Moments:
+    covariates = [sample.covariate for sample in samples] if adjust else None
+    return Moments.of(_values(samples), covariates)
+
+
+def _has_covariates(*sides: Sequence[Sample]) -> bool:
+    return all(sample.covariate is not None for side in sides for sample in side)
+
+
 def _compare(
     subject: _Subject,
-    baseline: Sequence[float],
-    candidate: Sequence[float],
+    baseline: Sequence[Sample],
+    candidate: Sequence[Sample],
     config: GateConfig,
+    question: Question,
     confidence: float,
 ) -> MetricJudgement:
     """One metric in one scope, with enough samples: pass, marginal or fail."""
-    baseline_mean, candidate_mean = _average(baseline), _average(candidate)
-    delta = candidate_mean - baseline_mean
-    worse_by = -delta if subject.higher_is_better else delta
-    _, p_value, effect = mann_whitney(baseline, candidate)
-    low = high = None
-    if config.method == "mann_whitney":
-        alpha = 1.0 - confidence
-        # The mean says which way and how far; the test only says the difference is real.
-        # Ranks may favour a candidate whose mean is worse (most sessions slightly better,
-        # some ruined): that is still a regression, so the rank direction is not consulted.
-        significant = p_value < alpha
-        evidence = f"p={p_value:.2g} against {alpha:.2g}, effect {effect:.2f}"
-    else:
-        _, low, high = bootstrap_mean_delta(
-            baseline, candidate, confidence, config.bootstrap_resamples, config.seed
+    adjust = _has_covariates(baseline, candidate)
+    found = estimate(_moments(baseline, adjust), _moments(candidate, adjust), adjust=adjust)
+    precision = mixture_precision(config.resolution, confidence, config.power)
+    half = float(mixture_half_width(found.information, precision, confidence))
+    delta = float(found.delta)
+    low, high = delta - half, delta + half
+    sign = 1.0 if subject.higher_is_better else -1.0
+    gain, gain_low, gain_high = (
+        sign * delta,
+        min(sign * low, sign * high),
+        max(sign * low, sign * high),
+    )
+    verdict = _verdict(question, gain, gain_low, gain_high, config.tolerance)
+    needed = (
+        sessions_needed(
+            float(found.variance_baseline),
+            float(found.variance_candidate),
+            config.resolution,
+            confidence,
+            config.power,
+            precision,
         )
-        tolerance = config.tolerance
-        significant = high < -tolerance if subject.higher_is_better else low > tolerance
-        evidence = f"{percent_text(confidence)} interval of the delta {low:+.4g} to {high:+.4g}"
-        p_value = None
-    means = f"baseline {baseline_mean:.4g}, candidate {candidate_mean:.4g}"
-    if worse_by <= config.tolerance:
-        verdict = Verdict.PASS
-        reason = f"{subject} holds ({means}, {delta:+.4g}) within tolerance {config.tolerance:g}"
-    else:
-        verdict = Verdict.FAIL if significant else Verdict.MARGINAL
-        so = "and significantly so" if significant else "but not significantly so"
-        reason = (
-            f"{subject} is worse by {worse_by:.4g} ({means}), beyond tolerance "
-            f"{config.tolerance:g}, {so} ({evidence})"
-        )
+        if subject.tenant is None
+        else None
+    )
+    base, cand = _values(baseline), _values(candidate)
+    _, _, effect = mann_whitney(base, cand)
+    words = _Words(subject, question, config, confidence, len(base), len(cand), needed)
     return MetricJudgement(
         metric=subject.metric,
         tenant=subject.tenant,
         verdict=verdict,
-        n_baseline=len(baseline),
-        n_candidate=len(candidate),
-        baseline_mean=baseline_mean,
-        candidate_mean=candidate_mean,
+        n_baseline=len(base),
+        n_candidate=len(cand),
+        baseline_mean=_average(base),
+        candidate_mean=_average(cand),
         delta=delta,
         delta_low=low,
         delta_high=high,
-        p_value=p_value,
         effect=effect,
         critical=subject.critical,
-        reason=reason,
+        question=question,
+        confidence=confidence,
+        sessions_needed=needed,
+        variance_reduction=float(found.variance_reduction) if adjust else None,
+        reason=words.reason(verdict, gain, gain_low, gain_high),
     )
+
+
+def margin(question: Question, tolerance: Any) -> Any:
+    """The improvement an interval must stay above: 0 for superiority, -tolerance else."""
+    return 0.0 * tolerance if question is Question.SUPERIORITY else -tolerance
+
+
+def passes(question: Question, gain: Any, low: Any, tolerance: Any) -> Any:
+    """Superiority and non-inferiority pass once the whole interval is above the margin; a
+    guardrail passes while the observed change is within tolerance. Arrays work too."""
+    if question is Question.NO_HARM:
+        return gain >= -tolerance
+    return low > margin(question, tolerance)
+
+
+def fails(question: Question, high: Any, tolerance: Any) -> Any:
+    """Fails once the whole interval is below the margin (-tolerance for a guardrail)."""
+    return high < margin(question, tolerance)
+
+
+def _verdict(question: Question, gain: float, low: float, high: float, tolerance: float) -> Verdict:
+    if fails(question, high, tolerance):
+        return Verdict.FAIL
+    if passes(question, gain, low, tolerance):
+        return Verdict.PASS
+    return Verdict.MARGINAL
+
+
+@dataclass(frozen=True)
+class _Words:
+    """How one judgement reads."""
+
+    subject: _Subject
+    question: Question
+    config: GateConfig
+    confidence: float
+    n_baseline: int
+    n_candidate: int
+    needed: int | None
+
+    def reason(self, verdict: Verdict, gain: float, low: float, high: float) -> str:
+        tolerance = self.config.tolerance
+        change = "better" if gain >= 0 else "worse"
+        interval = (
+            f"{percent_text(self.confidence)} interval of the gain over every look "
+            f"{low:+.3g} to {high:+.3g}"
+        )
+        at = f"{self.subject} is {change} by {abs(gain):.3g}"
+        if self.question is Question.NO_HARM:
+            if verdict is Verdict.PASS:
+                return f"{self.subject} holds ({gain:+.3g}) within tolerance {tolerance:g}"
+            so = "and confidently so" if verdict is Verdict.FAIL else "but not confidently so"
+            return f"{at}, beyond tolerance {tolerance:g}, {so} ({interval})"
+        goal = (
+            "shown better"
+            if self.question is Question.SUPERIORITY
+            else f"shown no worse than {tolerance:g}"
+        )
+        asked = self.question.value.replace("_", "-")
+        if verdict is Verdict.PASS:
+            return f"{at}: {goal} ({asked}; {interval})"
+        if verdict is Verdict.FAIL:
+            worse = (
+                "not better"
+                if self.question is Question.SUPERIORITY
+                else f"worse than tolerance {tolerance:g}"
+            )
+            return f"{at}: confidently {worse} ({asked}; {interval})"
+        return f"{at}, not yet {goal} ({asked}; {interval}){self.plan()}"
+
+    def plan(self) -> str:
+        if self.needed is None:
+            return ""
+        kind = "gain" if self.question is Question.SUPERIORITY else "drop"
+        has = min(self.n_baseline, self.n_candidate)
+        return (
+            f"; needs ~{self.needed} sessions a side to tell a {self.config.resolution:g} "
+            f"{kind}; has {has}"
+        )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
     "REPLAY_FAILURES",
@@ -16,6 +16,7 @@ __all__ = [
     "GateResult",
     "MetricJudgement",
     "MetricSamples",
+    "Question",
     "ReplayCase",
     "Sample",
     "Verdict",
@@ -37,6 +38,20 @@ class Verdict(StrEnum):
     PASS = "pass"
     MARGINAL = "marginal"
     FAIL = "fail"
+
+
+class Question(StrEnum):
+    """What a live gate must show before it passes, on the agent's primary metric.
+
+    A fix should show a gain (superiority: the candidate is better, confidently); a change
+    made to cut cost or size needs only to show it costs no more than `tolerance`
+    (non-inferiority: confidently no worse than the tolerance). Other metrics are
+    guardrails (no harm: they fail a candidate confidently worse than the tolerance).
+    """
+
+    SUPERIORITY = "superiority"
+    NON_INFERIORITY = "non_inferiority"
+    NO_HARM = "no_harm"
 
 
 class _Value(BaseModel):
@@ -68,9 +83,13 @@ class GateConfig(_Value):
             promotion (0: none), until the next promotion or rollback, or until an
             evolution finds the stable no worse than it. The next evolution compares the
             two on that same traffic instead of before against after.
-        method: the significance test of live gates: Mann-Whitney U on the samples, or a
-            bootstrap interval of the difference of means.
-        bootstrap_resamples, seed: the bootstrap's size and seed (a verdict is reproducible).
+        question: what the primary metric must show (None: follow the evolution's action;
+            see `question_for`). A person's cost cut asks "non_inferiority".
+        primary_metric: the metric the question is asked of; the others are guardrails.
+        power: the chance the planned sessions give a live gate of telling a
+            `tolerance`-sized difference (gain or drop) when it is there.
+        method, bootstrap_resamples, seed: the significance test live gates used before
+            they judged by confidence sequences; kept so recorded settings still load.
     """
 
     confidence: float = Field(default=0.95, gt=0.5, lt=1.0)
@@ -87,6 +106,9 @@ class GateConfig(_Value):
     shadow_seconds: float = Field(default=1800.0, gt=0.0)
     max_extensions: int = Field(default=2, ge=0)
     holdback_weight: float = Field(default=0.1, ge=0.0, le=0.5)
+    question: Question | None = None
+    primary_metric: str = "reward"
+    power: float = Field(default=0.8, gt=0.5, lt=1.0)
     method: Literal["mann_whitney", "bootstrap"] = "mann_whitney"
     bootstrap_resamples: int = Field(default=2000, ge=100)
     seed: int = 0
@@ -100,13 +122,33 @@ class GateConfig(_Value):
             raise ValueError(f"canary step weights must increase step by step, got {weights}")
         return weights
 
+    @model_validator(mode="after")
+    def _a_difference_to_tell(self) -> GateConfig:
+        if self.resolution <= 0:
+            raise ValueError(
+                "tolerance and min_effect are both 0: a live gate plans its sessions to tell "
+                "a difference of that size; set tolerance (or min_effect) above 0"
+            )
+        return self
+
+    @property
+    def resolution(self) -> float:
+        """The smallest difference live gates plan to tell: the tolerance (else min_effect)."""
+        return self.tolerance or self.min_effect
+
 
 class Sample(_Value):
-    """One observation of a metric: usually one session's effective reward or error flag."""
+    """One observation of a metric: usually one session's effective reward or error flag.
+
+    `covariate` is a value known before the gate began that predicts `value` (its tenant's
+    success before the canary, say); when every sample has one, the judge subtracts what it
+    explains (CUPED), which narrows the interval without moving what it estimates.
+    """
 
     tenant: str
     value: float
     key: str | None = None  # the session or trajectory it came from, to trace a verdict back
+    covariate: float | None = None
 
 
 class MetricSamples(_Value):
@@ -125,6 +167,10 @@ class MetricJudgement(_Value):
     `delta_low`/`delta_high` bound it where the method gives an interval (bootstrap, replay).
     `effect` is the probability of superiority P(candidate > baseline) + 0.5 P(equal).
     A tenant with too few samples is reported with `judged` False; it never moves the gate.
+    Live gates also say which `question` they asked, at what `confidence` the interval
+    holds (every look at once; per tenant, Bonferroni-corrected), the `sessions_needed` on
+    each side to answer it with the configured power, and by how much a covariate cut the
+    variance (`variance_reduction`, 0.3: 30% less).
     """
 
     metric: str
@@ -141,6 +187,10 @@ class MetricJudgement(_Value):
     effect: float | None = Field(default=None, ge=0.0, le=1.0)
     critical: bool = False
     judged: bool = True
+    question: Question | None = None
+    confidence: float | None = Field(default=None, gt=0.0, lt=1.0)
+    sessions_needed: int | None = Field(default=None, ge=1)
+    variance_reduction: float | None = None
     reason: str
 
 
@@ -175,6 +225,9 @@ class GateResult(_Value):
         findings: failures the parent shares, reported as facts about the agent; they
             did not decide the verdict.
         skipped: the gate did not run because an option skipped it (recorded as a pass).
+        question: what a live gate asked of the primary metric.
+        sessions_needed, sessions: the sessions a side a live gate planned for its question,
+            and the fewer side's count it had.
     """
 
     gate: Gate
@@ -188,6 +241,9 @@ class GateResult(_Value):
     broken: list[str] = Field(default_factory=list)
     findings: list[Finding] = Field(default_factory=list)
     skipped: bool = False
+    question: Question | None = None
+    sessions_needed: int | None = Field(default=None, ge=1)
+    sessions: int | None = Field(default=None, ge=0)
 
     @classmethod
     def skipped_gate(cls, gate: Gate, reason: str) -> GateResult:
