@@ -43,7 +43,7 @@ from atdp import utcnow
 from evolution.analysis import measure_window, read_window
 from evolution.corrections import CorrectionJudge, judge_with
 from evolution.decision import Action, DecisionRecord, decide
-from evolution.gates import GateResult, judge
+from evolution.gates import GateResult, judge, question_for
 from evolution.memory.operator import memory_operator
 from evolution.operators import Candidate, Operator, OperatorError
 from evolution.samples import canary_metrics, shadow_metrics
@@ -376,13 +376,18 @@ class EvolutionActivities:
 
     @activity.defn
     def judge_live(self, request: LiveGateRequest) -> GateResult:
-        """Judge shadow or canary traffic of candidate vs baseline since the step began."""
+        """Judge shadow or canary traffic of candidate vs baseline since the gate began."""
         collect = shadow_metrics if request.gate == "shadow" else canary_metrics
         window = WindowSpec(agent=request.agent, tenants=request.tenants, since=request.since)
         with transaction(self.engine) as session:
             metrics = collect(session, window, request.baseline_version, request.candidate_version)
         return judge(
-            request.gate, metrics, request.config, step=request.step, weight=request.weight
+            request.gate,
+            metrics,
+            request.config,
+            step=request.step,
+            weight=request.weight,
+            question=question_for(request.action),
         )
 
     @activity.defn

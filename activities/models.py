@@ -165,7 +165,12 @@ class ReplayGateRequest(_Message):
 
 
 class LiveGateRequest(_Message):
-    """Judge live traffic of candidate vs baseline since `since` (shadow or canary)."""
+    """Judge live traffic of candidate vs baseline since `since` (shadow or canary).
+
+    `since` is when the gate's first step began: every step and extension looks again at
+    all of the gate's traffic, which its confidence sequences allow. `action` decides the
+    question the primary metric must answer (`evolution.gates.question_for`).
+    """
 
     agent: str
     gate: Literal["shadow", "canary"]
@@ -176,6 +181,7 @@ class LiveGateRequest(_Message):
     step: int | None = None
     weight: float | None = None
     config: GateConfig
+    action: Action | None = None
 
 
 class AliasChange(_Message):

@@ -382,6 +382,7 @@ class EvolutionWorkflow:
         steps = [None] if gate_name == "shadow" else gate.step_weights
         seconds = gate.shadow_seconds if gate_name == "shadow" else gate.step_seconds
         alias = "shadow" if gate_name == "shadow" else "canary"
+        began = None  # every look judges the gate's traffic since its first step
         for step, weight in enumerate(steps, start=1):
             words = (
                 "shadowing live traffic"
@@ -389,7 +390,8 @@ class EvolutionWorkflow:
                 else f"canary step {step}/{len(steps)}: {weight:.0%} of new sessions"
             )
             await self._stage(Stage(gate_name), f"{words} on {candidate}")
-            since = await self._move(alias, candidate, words, weight=weight)
+            moved = await self._move(alias, candidate, words, weight=weight)
+            began = began or moved
             for extension in range(gate.max_extensions + 1):
                 if await self._wait_or_abort(seconds):
                     await self._clear_live("aborted by an operator")
@@ -401,11 +403,12 @@ class EvolutionWorkflow:
                         gate=gate_name,
                         baseline_version=begun.parent_version,
                         candidate_version=candidate,
-                        since=since,
+                        since=began,
                         tenants=request.tenants,
                         step=step,
                         weight=weight,
                         config=gate,
+                        action=self._status.action,
                     ),
                     summary=f"judge {gate_name} step {step}",
                 )
@@ -413,7 +416,9 @@ class EvolutionWorkflow:
                 if result.verdict is not Verdict.MARGINAL:
                     break
                 if extension < gate.max_extensions:
-                    workflow.set_current_details(f"{words}: marginal, extending the step")
+                    workflow.set_current_details(
+                        f"{words}: marginal, extending the step{_plan_words(result)}"
+                    )
             if result.verdict is not Verdict.PASS:
                 await self._clear_live(f"{gate_name} gate: {result.reason}")
                 outcome = Outcome.ABORTED if gate_name == "shadow" else Outcome.ROLLED_BACK
@@ -542,6 +547,15 @@ class EvolutionWorkflow:
 
     def _abort_words(self) -> str:
         return _by("aborted", self._abort)
+
+
+def _plan_words(result: GateResult) -> str:
+    """': superiority, needs ~120 sessions a side; has 43' when the gate planned its size."""
+    if result.question is None or result.sessions_needed is None:
+        return ""
+    asked = result.question.value.replace("_", "-")
+    planned = f"needs ~{result.sessions_needed} sessions a side; has {result.sessions}"
+    return f": {asked}, {planned}"
 
 
 def _window_words(begun: BeginResult) -> str:

@@ -217,11 +217,14 @@ class EvolutionRuns:
 
     @mlflow_call
     def log_gate(self, run_id: str, gate: Mapping[str, Any], step: int) -> None:
-        """One gate judgement: its statistics as metrics at `step`, the record as JSON, and
+        """One gate judgement: its statistics as metrics at `step` (the interval, planned and
+        actual sessions among them), the question it asked as a param, the record as JSON, and
         its findings about the agent (failures the parent shares) as the tag
         `evoplane.findings.<gate>`, where people see them in the run list."""
         self.log_metrics(run_id, gate_metrics(gate), step=step)
         name = registry_safe(str(gate.get("gate")))
+        if gate.get("question"):
+            self.log_params(run_id, {f"gate.{name}.question": str(gate["question"])})
         self._client.log_text(run_id, pretty_json(gate), f"gates/{step:02d}-{name}.json")
         if gate.get("findings"):
             self._client.set_tag(run_id, f"{FINDINGS_TAG}.{name}", findings_text(gate["findings"]))

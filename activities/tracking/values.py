@@ -108,8 +108,9 @@ def gate_metrics(gate: Mapping[str, Any]) -> dict[str, float]:
     if verdict not in _VERDICT_SCORES:
         raise ValueError(f"gate verdict must be one of {sorted(_VERDICT_SCORES)}: {verdict!r}")
     found = {f"gate.{name}.verdict": _VERDICT_SCORES[verdict]}
-    if is_number(gate.get("weight")):
-        found[f"gate.{name}.weight"] = float(gate["weight"])
+    for number in ("weight", "sessions_needed", "sessions"):
+        if is_number(gate.get(number)):
+            found[f"gate.{name}.{number}"] = float(gate[number])
     for listed in ("fixed", "broken", "findings"):
         if isinstance(gate.get(listed), list):
             found[f"gate.{name}.{listed}"] = float(len(gate[listed]))

@@ -25,6 +25,7 @@ from atdp.version import (
     ToolSchemaOverlay,
     VersionSpec,
 )
+from evolution.gates import GateConfig, MetricSamples, Question, Sample, judge
 from tests.conftest import free_port
 
 pytestmark = pytest.mark.slow
@@ -251,6 +252,26 @@ def test_gate_metrics_are_logged_per_step(tracker, client, agent, tmp_path):
     assert listed == ["gates/01-canary.json", "gates/02-canary.json"]
     stored = json.loads(_artifact(client, run_id, "gates/02-canary.json", tmp_path))
     assert stored == _gate(0.05, "pass", 0.25)
+
+
+def test_a_live_gates_question_interval_and_sessions_reach_mlflow(tracker, client, agent):
+    values = [1.0] * 24 + [0.0] * 6
+    metric = MetricSamples(
+        name="reward",
+        baseline=[Sample(tenant="acme", value=v) for v in values],
+        candidate=[Sample(tenant="acme", value=v) for v in values],
+    )
+    result = judge("canary", [metric], GateConfig(), question=Question.SUPERIORITY, weight=0.5)
+    run_id = _start(tracker, agent)
+    tracker.log_gate(run_id, result.model_dump(mode="json"), step=1)
+    data = client.get_run(run_id).data
+    assert data.params["gate.canary.question"] == "superiority"
+    assert data.metrics["gate.canary.sessions"] == 30
+    assert data.metrics["gate.canary.sessions_needed"] == result.sessions_needed > 30
+    (judged,) = result.metrics
+    assert data.metrics["gate.canary.reward.delta_low"] == pytest.approx(judged.delta_low)
+    assert data.metrics["gate.canary.reward.delta_high"] == pytest.approx(judged.delta_high)
+    assert data.metrics["gate.canary.reward.confidence"] == 0.95
 
 
 def test_a_gates_findings_about_the_agent_are_counted_tagged_and_stored(

@@ -212,7 +212,8 @@ async def test_approval_blocks_until_an_update_and_the_validator_refuses_early_o
     assert status.stage == Stage.AWAITING_APPROVAL
     await asyncio.sleep(1.0)
     assert (await handle.query(EvolutionWorkflow.status)).stage == Stage.AWAITING_APPROVAL
-    feeding = asyncio.create_task(feed_canary(world, handle, baseline=0.5, candidate=0.5))
+    # A harness change is a fix: the canary must show it better (superiority).
+    feeding = asyncio.create_task(feed_canary(world, handle, baseline=0.5, candidate=0.9))
     approved = await handle.execute_update(EvolutionWorkflow.approve, Approval(actor="ana"))
     assert approved.awaiting_approval is None
     status = await handle.result()
