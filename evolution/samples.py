@@ -1,7 +1,10 @@
 """Per-trajectory samples of live traffic, the input of the shadow and canary judges.
 
 A canary step compares trajectories the candidate served with trajectories stable served
-over the same period: effective reward (higher is better) and errors (critical). A shadow
+over the same period: effective reward (higher is better) and errors (critical). Each
+reward sample carries its tenant's success before the gate (stable's mean reward over its
+last trajectories before the window) as a covariate, which the judge uses to take the
+between-tenant spread out of its interval (CUPED). A shadow
 step has no user feedback (its answers are never shown), so it is judged on what can be
 read off the answer itself: upstream errors and malformed tool calls.
 """
@@ -27,6 +30,8 @@ from registry import (
 __all__ = ["canary_metrics", "shadow_metrics"]
 
 _ERROR_STATUSES = {"error"}
+# Stable's trajectories before the gate whose rewards give each tenant's success before it.
+_PRE_PERIOD = 500
 
 
 @dataclass(frozen=True)
@@ -45,15 +50,44 @@ def _served(session: Session, spec: WindowSpec, version_id: str, traffic: Traffi
     return _Served(trajectories, window_events(session, window, EventKind.LLM_CALL))
 
 
-def _reward_samples(session: Session, served: _Served) -> list[Sample]:
-    rows = served.trajectories
+def _rewards(
+    session: Session, rows: list[WindowTrajectory]
+) -> list[tuple[WindowTrajectory, float]]:
+    """Each trajectory with its effective reward, those without one left out."""
     rewards = rewards_by_trajectory(session, [row.id for row in rows])
-    samples = []
-    for row in rows:
-        reward = effective_reward(rewards.get(row.id, []))
-        if reward is not None:
-            samples.append(Sample(tenant=row.tenant, value=reward.value, key=str(row.id)))
-    return samples
+    found = [(row, effective_reward(rewards.get(row.id, []))) for row in rows]
+    return [(row, reward.value) for row, reward in found if reward is not None]
+
+
+def _reward_samples(
+    session: Session, served: _Served, before: dict[str, float] | None = None
+) -> list[Sample]:
+    """Effective rewards; with `before`, each tenant's success before the gate as covariate
+    (the mean of all tenants for a tenant it did not see)."""
+    before = before or {}
+    overall = sum(before.values()) / len(before) if before else None
+    return [
+        Sample(
+            tenant=row.tenant,
+            value=value,
+            key=str(row.id),
+            covariate=before.get(row.tenant, overall),
+        )
+        for row, value in _rewards(session, served.trajectories)
+    ]
+
+
+def _success_before(session: Session, spec: WindowSpec, baseline: str) -> dict[str, float]:
+    """Each tenant's mean reward on `baseline` over its last trajectories before `spec`."""
+    if spec.since is None:
+        return {}
+    earlier = spec.model_copy(update={"since": None, "until": spec.since, "last": _PRE_PERIOD})
+    update = {"version_ids": (baseline,), "traffic": Traffic.USER}
+    window = trajectory_window(earlier).model_copy(update=update)
+    by_tenant: dict[str, list[float]] = {}
+    for row, value in _rewards(session, window_trajectories(session, window)):
+        by_tenant.setdefault(row.tenant, []).append(value)
+    return {tenant: sum(values) / len(values) for tenant, values in by_tenant.items()}
 
 
 def _failed(event: Event) -> bool:
@@ -102,14 +136,16 @@ def _validity_samples(served: _Served) -> list[Sample]:
 def canary_metrics(
     session: Session, window: WindowSpec, baseline: str, candidate: str
 ) -> list[MetricSamples]:
-    """Effective reward and error rate of user trajectories, baseline vs candidate."""
+    """Effective reward (with each tenant's success before the window as its covariate) and
+    error rate of user trajectories, baseline vs candidate."""
     base = _served(session, window, baseline, Traffic.USER)
     cand = _served(session, window, candidate, Traffic.USER)
+    before = _success_before(session, window, baseline)
     return [
         MetricSamples(
             name="reward",
-            baseline=_reward_samples(session, base),
-            candidate=_reward_samples(session, cand),
+            baseline=_reward_samples(session, base, before),
+            candidate=_reward_samples(session, cand, before),
         ),
         _errors(base, cand),
     ]

@@ -125,6 +125,29 @@ def test_an_interval_straddling_the_margin_is_marginal_however_good_the_mean_loo
     assert result.sessions_needed > 30
 
 
+def test_a_covariate_from_before_the_gate_narrows_the_interval_and_the_plan() -> None:
+    """Tenants that differ a lot: their success before the gate explains much of a reward."""
+    rng = np.random.default_rng(4)
+    levels = {"acme": 0.15, "globex": 0.5, "initech": 0.85}
+
+    def side(covariate: bool) -> list[Sample]:
+        return [
+            Sample(tenant=t, value=float(v), covariate=level if covariate else None)
+            for t, level in levels.items()
+            for v in np.clip(rng.normal(level, 0.1, 200), 0.0, 1.0)
+        ]
+
+    rng = np.random.default_rng(4)
+    plain = MetricSamples(name="reward", baseline=side(False), candidate=side(False))
+    rng = np.random.default_rng(4)
+    adjusted = MetricSamples(name="reward", baseline=side(True), candidate=side(True))
+    without, with_ = (judge("canary", [m], CONFIG).metrics[0] for m in (plain, adjusted))
+    assert without.variance_reduction is None and with_.variance_reduction > 0.5
+    assert with_.delta == pytest.approx(without.delta, abs=0.01)
+    assert with_.delta_high - with_.delta_low < (without.delta_high - without.delta_low) / 2
+    assert with_.sessions_needed < without.sessions_needed / 2
+
+
 def test_a_clearly_worse_candidate_fails() -> None:
     metric = reward_metric({"acme": 0.7}, {"acme": 0.5})
     for question in Question.SUPERIORITY, Question.NON_INFERIORITY:

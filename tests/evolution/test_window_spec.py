@@ -20,7 +20,17 @@ from evolution.samples import canary_metrics, shadow_metrics
 from evolution.tool_schema import tool_schema_operator
 from evolution.window import FailureKind, WindowSpec, trajectory_window
 from registry import TrajectoryWindow, get_version, transaction
-from tests.evolution.window_helpers import AGENT, decision_for, failure_cluster, world
+from tests.evolution.window_helpers import (
+    AGENT,
+    Recorder,
+    decision_for,
+    failure_cluster,
+    new_version,
+    score,
+    store,
+    trajectory,
+    world,
+)
 
 NOW = utcnow()
 SPECS = {
@@ -107,4 +117,40 @@ def test_the_live_gates_read_the_spec_window_per_version(engine, queried, name: 
             ("candidate", Traffic.SHADOW),
         ]
     }
+    if spec.since is not None:  # stable's success per tenant before it: the covariate
+        before = spec.model_copy(update={"since": None, "until": spec.since, "last": 500})
+        served.add(
+            trajectory_window(before).model_copy(
+                update={"version_ids": (stable,), "traffic": Traffic.USER}
+            )
+        )
     assert set(queried) == served
+
+
+def test_canary_rewards_carry_each_tenants_success_before_the_window(engine) -> None:
+    stable = world(engine)
+    candidate = new_version(engine, "Be precise.")
+    recorder, start = Recorder(), NOW - timedelta(minutes=30)
+    served, rewards = [], []
+    for tenant, value, version, minutes in [
+        ("acme", 0.2, stable, -50),
+        ("acme", 0.4, stable, -40),
+        ("globex", 0.8, stable, -45),
+        ("globex", 0.9, candidate, -35),  # not stable's: not its success before
+        ("acme", 1.0, stable, 5),
+        ("globex", 0.5, candidate, 6),
+        ("initech", 0.7, candidate, 7),  # a tenant stable never served before: the mean
+    ]:
+        item = trajectory(tenant, start + timedelta(minutes=minutes), version=version)
+        recorder.llm_call(item)
+        served.append(item)
+        rewards.append(score(item, value))
+    store(engine, served, recorder.events, rewards)
+    spec = WindowSpec(agent=AGENT, since=start, until=NOW)
+    with transaction(engine) as session:
+        reward, _ = canary_metrics(session, spec, stable, candidate)
+    assert [(s.tenant, s.value, s.covariate) for s in reward.baseline] == [
+        ("acme", 1.0, pytest.approx(0.3))
+    ]
+    found = sorted((s.tenant, s.covariate) for s in reward.candidate)
+    assert found == [("globex", pytest.approx(0.8)), ("initech", pytest.approx(0.55))]
