@@ -550,12 +550,18 @@ class EvolutionWorkflow:
 
 
 def _plan_words(result: GateResult) -> str:
-    """': superiority, needs ~120 sessions a side; has 43' when the gate planned its size."""
-    if result.question is None or result.sessions_needed is None:
+    """': superiority, +0.04 (95% interval -0.1 to +0.18), needs ~120 sessions a side; has
+    43' when the gate asked its primary metric a question."""
+    asked = [j for j in result.metrics if j.question is result.question and j.delta is not None]
+    if result.question is None or not asked:
         return ""
-    asked = result.question.value.replace("_", "-")
+    primary = asked[0]
+    interval = (
+        f"{primary.delta:+.3g} ({primary.confidence:.0%} interval {primary.delta_low:+.3g} to "
+        f"{primary.delta_high:+.3g})"
+    )
     planned = f"needs ~{result.sessions_needed} sessions a side; has {result.sessions}"
-    return f": {asked}, {planned}"
+    return f": {result.question.value.replace('_', '-')}, {interval}, {planned}"
 
 
 def _window_words(begun: BeginResult) -> str:

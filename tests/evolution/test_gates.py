@@ -370,3 +370,21 @@ def test_replay_fails_when_one_tenant_loses_its_successes() -> None:
     assert result.verdict is Verdict.FAIL
     assert result.reason.startswith("replay gate failed: known successes for tenant globex")
     assert result.broken == [f"g{i}" for i in range(6)]
+
+
+def test_the_temporal_details_of_an_extension_say_the_question_interval_and_sessions() -> None:
+    from workflows.evolution import _plan_words
+
+    values = [1.0] * 24 + [0.0] * 6
+    metric = MetricSamples(
+        name="reward",
+        baseline=[Sample(tenant="acme", value=v) for v in values],
+        candidate=[Sample(tenant="acme", value=v) for v in values],
+    )
+    result = judge("canary", [metric], CONFIG, question=Question.SUPERIORITY)
+    (primary,) = result.metrics
+    assert _plan_words(result) == (
+        f": superiority, +0 (95% interval {primary.delta_low:+.3g} to "
+        f"{primary.delta_high:+.3g}), needs ~{result.sessions_needed} sessions a side; has 30"
+    )
+    assert _plan_words(GateResult.skipped_gate("canary", "skipped")) == ""

@@ -102,6 +102,7 @@ def test_sessions_needed_matches_the_textbook_cases() -> None:
         sessions_needed(1.0, 1.0, 0.0, 0.95, 0.8)
 
 
+@settings(max_examples=25, deadline=None)
 @given(
     variance=st.floats(min_value=0.01, max_value=4.0),
     distance=st.floats(min_value=0.01, max_value=0.5),
