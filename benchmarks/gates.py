@@ -80,6 +80,7 @@ WORLDS = (
 class Outcome:
     promoted: float  # share of canaries promoted
     early: float  # share whose question was answered (a pass) within the first two looks
+    stopped_first: float  # share failed at the first look
 
 
 class _Side:
@@ -205,6 +206,7 @@ def simulate(
     active = np.ones(runs, bool)
     promoted = np.zeros(runs, bool)
     early = np.zeros(runs, bool)
+    stopped_first = np.zeros(runs, bool)
     for t in range(steps * (max_extensions + 1)):
         base_values = world.draw(rng, 0.0, runs, per_look)
         cand_values = world.draw(rng, effect, runs, per_look)
@@ -216,12 +218,14 @@ def simulate(
             good, bad = _new_verdicts(base, cand, question, judge == "cuped")
         if t < 2:
             early |= good & active & (step == 0)
+        if t == 0:
+            stopped_first = bad.copy()
         marginal = active & ~good & ~bad
         extension = np.where(marginal, extension + 1, np.where(active & good, 0, extension))
         step = np.where(active & good, step + 1, step)
         promoted |= active & (step == steps)
         active &= ~bad & (step < steps) & (extension <= max_extensions)
-    return Outcome(float(promoted.mean()), float(early.mean()))
+    return Outcome(float(promoted.mean()), float(early.mean()), float(stopped_first.mean()))
 
 
 def planned(world: World) -> tuple[int, int]:
@@ -315,6 +319,7 @@ def _acceptance(checks: list, cuped: tuple[int, int]) -> list[str]:
         if effect == 0.0 and per_look * 3 >= plan  # the first step's three looks reach it
     ]
     fixes = [out.early for *_, effect, out in checks if effect > 0]
+    harmful = [out.stopped_first for *_, effect, out in checks if effect == -0.20]
     return [
         "Acceptance (new judge):",
         "",
@@ -323,6 +328,8 @@ def _acceptance(checks: list, cuped: tuple[int, int]) -> list[str]:
         f"{min(neutral):.0%} lowest (>= 80%)",
         f"- +0.2 fix answered within two looks: {np.median(fixes):.0%} of canaries in the "
         f"median row, {min(fixes):.0%} in the worst",
+        f"- -0.20 stopped (failed) at the first look: {np.median(harmful):.0%} of canaries in "
+        f"the median row, {min(harmful):.0%} in the worst, {max(harmful):.0%} in the best",
         f"- CUPED on the tenant-imbalanced rewards (each tenant's success before as the "
         f"covariate): ~{cuped[0]} -> ~{cuped[1]} sessions a side planned",
     ]
@@ -331,7 +338,7 @@ def _acceptance(checks: list, cuped: tuple[int, int]) -> list[str]:
 def _runs(wanted: int, sessions: int, judge: str) -> int:
     """Fewer canaries where each is long (the planned rows), and half as many for the old
     judge (its rank test sorts every look's sessions), so the default run stays short."""
-    runs = min(wanted, max(200, 3_000_000 // sessions))
+    runs = min(wanted, max(200, 2_000_000 // sessions))
     return runs // 2 if judge == "old" else runs
 
 

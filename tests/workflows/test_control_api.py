@@ -106,7 +106,8 @@ async def test_an_evolution_started_over_http_is_findable_approvable_and_tracked
         assert early.status_code == 409 and "not awaiting approval" in early.json()["detail"]
 
         handle = world.client.get_workflow_handle_for(EvolutionWorkflow.run, started["id"])
-        await feed_canary(world, handle, baseline=0.5, candidate=0.5)
+        # A harness change is a fix: the canary must show it better.
+        await feed_canary(world, handle, baseline=0.5, candidate=0.9)
         while (await client.get(f"/api/evolutions/{started['id']}")).json()["live"][
             "awaiting_approval"
         ] != "promotion":
