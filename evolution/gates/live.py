@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evolution.gates.estimate import Moments, estimate
+from evolution.gates.estimate import Estimate, Moments, estimate
 from evolution.gates.records import (
     Gate,
     GateConfig,
@@ -233,28 +233,13 @@ def _compare(
     adjust = _has_covariates(baseline, candidate)
     found = estimate(_moments(baseline, adjust), _moments(candidate, adjust), adjust=adjust)
     precision = mixture_precision(config.resolution, confidence, config.power)
-    half = float(mixture_half_width(found.information, precision, confidence))
     delta = float(found.delta)
+    half = float(mixture_half_width(found.information, precision, confidence))
     low, high = delta - half, delta + half
-    sign = 1.0 if subject.higher_is_better else -1.0
-    gain, gain_low, gain_high = (
-        sign * delta,
-        min(sign * low, sign * high),
-        max(sign * low, sign * high),
-    )
+    gain = delta if subject.higher_is_better else -delta  # in the metric's better direction
+    gain_low, gain_high = gain - half, gain + half
     verdict = _verdict(question, gain, gain_low, gain_high, config.tolerance)
-    needed = (
-        sessions_needed(
-            float(found.variance_baseline),
-            float(found.variance_candidate),
-            config.resolution,
-            confidence,
-            config.power,
-            precision,
-        )
-        if subject.tenant is None
-        else None
-    )
+    needed = None if subject.tenant is not None else _planned(found, config, confidence, precision)
     base, cand = _values(baseline), _values(candidate)
     _, _, effect = mann_whitney(base, cand)
     words = _Words(subject, question, config, confidence, len(base), len(cand), needed)
@@ -276,6 +261,21 @@ def _compare(
         sessions_needed=needed,
         variance_reduction=float(found.variance_reduction) if adjust else None,
         reason=words.reason(verdict, gain, gain_low, gain_high),
+    )
+
+
+def _planned(
+    found: Estimate, config: GateConfig, confidence: float, precision: tuple[float, ...]
+) -> int:
+    """Sessions a side to tell a `resolution`-sized difference with `power`, at the
+    variances seen so far."""
+    return sessions_needed(
+        float(found.variance_baseline),
+        float(found.variance_candidate),
+        config.resolution,
+        confidence,
+        config.power,
+        precision,
     )
 
 
