@@ -401,7 +401,9 @@ def _peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def measure(url: str, since: datetime, until: datetime, *, profile: bool) -> dict:
+def measure(
+    url: str, since: datetime, until: datetime, *, profile: bool, whole: bool = False
+) -> dict:
     """What the `decide` activity runs, timed: read the window, measure it, decide."""
     from evolution.analysis import measure_window, read_window
     from evolution.decision import decide
@@ -419,7 +421,7 @@ def measure(url: str, since: datetime, until: datetime, *, profile: bool) -> dic
         profiler.enable()
     started = time.perf_counter()
     with transaction(engine) as session:
-        records = read_window(session, spec)
+        records = read_window(session, spec, **({"cap": None} if whole else {}))
     read = time.perf_counter()
     stats = measure_window(records)
     measured = time.perf_counter()
@@ -442,6 +444,8 @@ def measure(url: str, since: datetime, until: datetime, *, profile: bool) -> dic
         "turns": len(records.turns),
         "failures": len(stats.failures),
         "action": decision.action.value,
+        "target": decision.target.key if decision.target else None,
+        "sampled_from": stats.sampled_from,
         "profile": _top(profiler) if profiler else None,
     }
 
@@ -455,8 +459,11 @@ def _top(profiler: cProfile.Profile, entries: int = 20) -> str:
     return text.getvalue()
 
 
-def _measure_apart(url: str, since: datetime, until: datetime, *, profile: bool) -> dict:
+def _measure_apart(
+    url: str, since: datetime, until: datetime, *, profile: bool, whole: bool = False
+) -> dict:
     command = [sys.executable, "-m", "benchmarks.window_analysis", "--measure", url]
+    command += ["--whole"] if whole else []
     command += ["--since", since.isoformat(), "--until", until.isoformat()]
     done = subprocess.run(
         [*command, *(["--profile"] if profile else [])],
@@ -476,9 +483,10 @@ class Run:
     seed_s: float
     result: dict
     profile: str | None
+    whole: dict | None = None  # the same window read whole (`--whole`)
 
 
-def run(database_url: str, trajectories: int, *, profile: bool) -> Run:
+def run(database_url: str, trajectories: int, *, profile: bool, whole: bool = False) -> Run:
     url, schema = fresh_schema_url(url=database_url)
     try:
         engine = create_db_engine(url)
@@ -495,25 +503,31 @@ def run(database_url: str, trajectories: int, *, profile: bool) -> Run:
         since = until - DAY
         result = _measure_apart(url, since, until, profile=False)
         profiled = _measure_apart(url, since, until, profile=True)["profile"] if profile else None
-        return Run(trajectories, events, rewards, seeded, result, profiled)
+        exact = _measure_apart(url, since, until, profile=False, whole=True) if whole else None
+        return Run(trajectories, events, rewards, seeded, result, profiled, exact)
     finally:
         drop_schema(schema, database_url)
 
 
 def _report(runs: list[Run]) -> Iterator[str]:
     yield (
-        "| trajectories | events | rewards | corrected calls | seed (s) | read_window (s) "
-        "| measure_window (s) | decide (s) | total (s) | peak RSS (MiB; after imports) | action |"
+        "| trajectories | events | rewards | read | measured (corrected calls) | seed (s) "
+        "| read_window (s) | measure_window (s) | decide (s) | total (s) "
+        "| peak RSS (MiB; after imports) | action (target) |"
     )
-    yield "|---|---|---|---|---|---|---|---|---|---|---|"
+    yield "|---|---|---|---|---|---|---|---|---|---|---|---|"
     for r in runs:
-        x = r.result
-        total = x["read_s"] + x["measure_s"] + x["decide_s"]
-        yield (
-            f"| {r.trajectories:,} | {r.events:,} | {r.rewards:,} | {x['corrected']:,} "
-            f"| {r.seed_s:.0f} | {x['read_s']:.2f} | {x['measure_s']:.2f} | {x['decide_s']:.3f} "
-            f"| {total:.2f} | {x['peak_mib']:.0f} ({x['baseline_mib']:.0f}) | {x['action']} |"
-        )
+        for label, x in (("sampled" if r.result.get("sampled_from") else "whole", r.result),) + (
+            (("whole", r.whole),) if r.whole else ()
+        ):
+            total = x["read_s"] + x["measure_s"] + x["decide_s"]
+            yield (
+                f"| {r.trajectories:,} | {r.events:,} | {r.rewards:,} | {label} "
+                f"| {x['trajectories']:,} ({x['corrected']:,}) | {r.seed_s:.0f} "
+                f"| {x['read_s']:.2f} | {x['measure_s']:.2f} | {x['decide_s']:.3f} | {total:.2f} "
+                f"| {x['peak_mib']:.0f} ({x['baseline_mib']:.0f}) "
+                f"| {x['action']} ({x.get('target')}) |"
+            )
     for r in runs:
         yield f"\nSQL time by registry function, {r.trajectories:,} trajectories (s, statements):"
         ranked = sorted(r.result["sql"].items(), key=lambda item: -item[1][0])
@@ -529,15 +543,26 @@ def main() -> None:
     parser.add_argument("--database-url", default=POSTGRES)
     parser.add_argument("--profile", action="store_true", help="add cProfile's top entries")
     parser.add_argument("--measure", metavar="URL", help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--whole",
+        action="store_true",
+        help="also measure each window whole (never sampled), to compare its decision",
+    )
     parser.add_argument("--since", type=datetime.fromisoformat, help=argparse.SUPPRESS)
     parser.add_argument("--until", type=datetime.fromisoformat, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:  # the child process: one measurement, as one JSON line
-        print(json.dumps(measure(args.measure, args.since, args.until, profile=args.profile)))
+        print(
+            json.dumps(
+                measure(
+                    args.measure, args.since, args.until, profile=args.profile, whole=args.whole
+                )
+            )
+        )
         return
     runs = []
     for size in (int(n) for n in args.trajectories.split(",")):
-        runs.append(run(args.database_url, size, profile=args.profile))
+        runs.append(run(args.database_url, size, profile=args.profile, whole=args.whole))
         print(f"{size:,} trajectories: seeded in {runs[-1].seed_s:.0f} s", flush=True)
     print("\n".join(_report(runs)))
 
