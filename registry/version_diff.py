@@ -18,7 +18,15 @@ from atdp import VersionSpec
 from registry.memory import MemoryItem, find_memory_items
 from registry.versions import AgentVersion
 
-__all__ = ["changed_parts", "diff_specs", "diff_versions"]
+__all__ = [
+    "changed_parts",
+    "diff_specs",
+    "diff_versions",
+    "harness_diff",
+    "pretty_json",
+    "tools_diff",
+    "unified_diff",
+]
 
 PARTS = ("model", "harness", "memory", "tools", "guardrails")
 
@@ -58,19 +66,51 @@ def diff_specs(
     }
 
 
-def _unified(before: str, after: str, path: str) -> str:
+def unified_diff(before: str, after: str, path: str, sides: tuple[str, str] = ("a", "b")) -> str:
+    """A unified diff of two texts, its files named `sides[0]/path` and `sides[1]/path`."""
     lines = difflib.unified_diff(
         before.splitlines(keepends=True),
         after.splitlines(keepends=True),
-        fromfile=f"a/{path}",
-        tofile=f"b/{path}",
+        fromfile=f"{sides[0]}/{path}",
+        tofile=f"{sides[1]}/{path}",
     )
     # A text without a final newline would glue the next hunk header onto its last line.
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
-def _pretty(value: Any) -> str:
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+def pretty_json(value: Any) -> str:
+    """JSON as a person diffs it: indented, keys sorted, non-ASCII kept."""
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n"
+
+
+def harness_diff(
+    before: Mapping[str, Any], after: Mapping[str, Any], sides: tuple[str, str] = ("a", "b")
+) -> str:
+    """Per-part unified diffs of two harnesses (JSON form): instructions, template, demos."""
+    texts = {
+        "instructions": lambda harness: harness.get("instructions") or "",
+        "template": lambda harness: harness.get("template") or "",
+        "demos.json": lambda harness: pretty_json(harness.get("demos") or []),
+    }
+    return "".join(
+        unified_diff(text(before), text(after), f"harness/{name}", sides)
+        for name, text in texts.items()
+    )
+
+
+def tools_diff(
+    before: Mapping[str, Any], after: Mapping[str, Any], sides: tuple[str, str] = ("a", "b")
+) -> str:
+    """Per-tool unified diffs of two sets of tool overrides (description, parameters, map)."""
+    return "".join(
+        unified_diff(
+            pretty_json(before[tool]) if tool in before else "",
+            pretty_json(after[tool]) if tool in after else "",
+            f"tools/{tool}.json",
+            sides,
+        )
+        for tool in sorted(set(before) | set(after))
+    )
 
 
 def _fields(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
@@ -83,15 +123,7 @@ def _fields(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, An
 
 
 def _harness(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
-    texts = {
-        "instructions": lambda harness: harness.get("instructions") or "",
-        "template": lambda harness: harness.get("template") or "",
-        "demos.json": lambda harness: _pretty(harness.get("demos") or []),
-    }
-    diff = "".join(
-        _unified(text(before), text(after), f"harness/{name}") for name, text in texts.items()
-    )
-    return {"diff": diff}
+    return {"diff": harness_diff(before, after)}
 
 
 def _memory(
@@ -141,12 +173,5 @@ def _tools(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any
         "added": sorted(set(new) - set(old)),
         "removed": sorted(set(old) - set(new)),
         "changed": sorted(tool for tool in set(old) & set(new) if old[tool] != new[tool]),
-        "diff": "".join(
-            _unified(
-                _pretty(old[tool]) if tool in old else "",
-                _pretty(new[tool]) if tool in new else "",
-                f"tools/{tool}.json",
-            )
-            for tool in sorted(set(old) | set(new))
-        ),
+        "diff": tools_diff(old, new),
     }

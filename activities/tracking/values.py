@@ -9,6 +9,8 @@ from typing import Any, TypeVar
 
 from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH, MAX_TAG_VAL_LENGTH
 
+from registry.version_diff import pretty_json  # one JSON for every diff a person reads
+
 __all__ = [
     "OUTCOMES",
     "action_scores",
@@ -75,10 +77,6 @@ def action_scores(scores: Any) -> dict[str, float]:
         if action is not None and is_number(score):
             found[str(action)] = float(score)
     return found
-
-
-def pretty_json(value: Any) -> str:
-    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n"
 
 
 def chunks(items: Sequence[_Item], size: int) -> Iterator[Sequence[_Item]]:
