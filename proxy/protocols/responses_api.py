@@ -72,30 +72,26 @@ async def create_response(request: Request):
     if body.get("store", True) is not False:
         recorded = await store.recorded(identity.tenant, context, streamed=streaming)
 
-    def keep(served: Served, response: dict[str, Any]) -> None:
+    def keep(served: Served, response: bytes) -> None:
+        """Keep the response (its JSON, as sent) for a continuation that follows at once."""
         if recorded is not None:
-            document = {
-                "response": response,
-                "input": responses.listed_input(body.get("input"), context),
-            }
-            store.keep(identity.tenant, served.session, recorded, document)
+            listed = responses.listed_input(body.get("input"), context)
+            store.keep(identity.tenant, served.session, recorded, response, listed)
 
     if streaming:
         translator = responses.ResponsesStream(context)
 
         async def ended(served: Served) -> None:
-            keep(served, translator.response)
+            keep(served, jsonio.dumps(translator.response))
 
         encoder = EventStreamEncoder(translator, ended)
         return await stream(gateway, admitted, chat, encoder, (PROTOCOL, body), recorded)
     completion, served = await gateway.serve(
         admitted, chat, protocol=(PROTOCOL, body), stored_response=recorded
     )
-    response = responses.response_object(completion, context)
+    response = jsonio.dumps(responses.response_object(completion, context))
     keep(served, response)
-    return Response(
-        jsonio.dumps(response), media_type="application/json", headers=response_headers(served)
-    )
+    return Response(response, media_type="application/json", headers=response_headers(served))
 
 
 async def _owned(request: Request, response_id: str) -> dict[str, Any]:

@@ -88,12 +88,20 @@ class ResponseStore:
         return {**record, "stream": True} if streamed else record
 
     def keep(
-        self, tenant: str, session: str, recorded: dict[str, Any], document: dict[str, Any]
+        self,
+        tenant: str,
+        session: str,
+        recorded: dict[str, Any],
+        response: bytes,
+        listed_input: list[dict[str, Any]],
     ) -> None:
-        """Keep a response just served in memory, for a continuation that follows at once."""
+        """Keep a response just served in memory, for a continuation that follows at once:
+        `response` is the Responses object's JSON as it was sent (not serialised again),
+        `listed_input` the request's input items as the API lists them."""
         expires_at = datetime.fromisoformat(recorded["expires_at"])
         previous_id = recorded.get("previous_id")
-        turn = StoredTurn(tenant, session, previous_id, expires_at, jsonio.dumps(document))
+        text = b'{"response":%b,"input":%b}' % (response, jsonio.dumps(listed_input))
+        turn = StoredTurn(tenant, session, previous_id, expires_at, text)
         self._recent[recorded["id"]] = turn
         while len(self._recent) > self.capacity:
             self._recent.popitem(last=False)
