@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import sqlalchemy as sa
+from psycopg.conninfo import make_conninfo
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
@@ -77,9 +78,21 @@ def describe_url(url: str | sa.URL) -> str:
 def libpq_conninfo(engine: Engine) -> str | None:
     """The engine's PostgreSQL database as a libpq URL, for a psycopg connection of one's
     own outside SQLAlchemy's pool; None for SQLite."""
-    if engine.url.get_backend_name() != "postgresql":
+    url = engine.url
+    if url.get_backend_name() != "postgresql":
         return None
-    return engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+    # Built from the parts, not by rendering the URL: a rendered query writes a space as
+    # "+", which libpq does not read back as one, so `options=-c a=1 -c b=2` broke.
+    parts = {
+        "host": url.host,
+        "port": url.port,
+        "dbname": url.database,
+        "user": url.username,
+        "password": url.password,
+    }
+    for name, value in url.query.items():  # a repeated parameter: its last value, as libpq
+        parts[name] = value[-1] if isinstance(value, tuple) else value
+    return make_conninfo("", **{name: value for name, value in parts.items() if value is not None})
 
 
 def create_db_engine(url: str | sa.URL, *, check: bool = True, **kwargs: object) -> Engine:
