@@ -38,7 +38,9 @@ IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 def _postgres_or_skip() -> sa.Engine:
     try:
-        engine = create_db_engine(POSTGRES_URL)
+        engine = create_db_engine(
+            str(sa.make_url(POSTGRES_URL).update_query_dict({"options": FAST_COMMITS}))
+        )
     except Exception as error:  # noqa: BLE001
         message = f"PostgreSQL at {POSTGRES_URL} is not reachable: {error}"
         if IN_CI:
@@ -54,9 +56,18 @@ def postgres_admin() -> Iterator[sa.Engine]:
     engine.dispose()
 
 
+# A test's database never has to survive a crash of the server, so its commits need not
+# wait for the WAL to reach the disk: a migration (about a hundred DDL statements in eight
+# transactions) took 1.2 s with the server's default and 0.23 s without, on this host, and
+# every PostgreSQL test migrates a schema of its own.
+FAST_COMMITS = "-csynchronous_commit=off"
+
+
 def postgres_schema_url(schema: str) -> str:
-    """The test database URL with `schema` first on the search path."""
-    return str(sa.make_url(POSTGRES_URL).update_query_dict({"options": f"-csearch_path={schema}"}))
+    """The test database URL with `schema` first on the search path (and commits that do
+    not wait for the disk, see FAST_COMMITS)."""
+    options = f"-csearch_path={schema} {FAST_COMMITS}"
+    return str(sa.make_url(POSTGRES_URL).update_query_dict({"options": options}))
 
 
 def _own_schema(postgres_admin: sa.Engine) -> Iterator[str]:
