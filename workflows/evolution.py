@@ -392,8 +392,14 @@ class EvolutionWorkflow:
             await self._stage(Stage(gate_name), f"{words} on {candidate}")
             moved = await self._move(alias, candidate, words, weight=weight)
             began = began or moved
-            for extension in range(gate.max_extensions + 1):
-                if await self._wait_or_abort(seconds):
+            # A step may look again while it is marginal, for as long as `max_extensions`
+            # more looks of `seconds` would take; each further wait is sized from the
+            # sessions the gate still needs (the test stays valid however often it looks).
+            budget, waited, wait = seconds * (gate.max_extensions + 1), 0.0, seconds
+            sized = workflow.patched("extensions-sized-from-plan")
+            while True:
+                waited += wait
+                if await self._wait_or_abort(wait):
                     await self._clear_live("aborted by an operator")
                     return Outcome.ABORTED, self._abort_words()
                 result = await self._activity(
@@ -413,12 +419,15 @@ class EvolutionWorkflow:
                     summary=f"judge {gate_name} step {step}",
                 )
                 await self._record(Stage(gate_name), result, step=step)
-                if result.verdict is not Verdict.MARGINAL:
+                left = budget - waited
+                if result.verdict is not Verdict.MARGINAL or left < 1e-6:
                     break
-                if extension < gate.max_extensions:
-                    workflow.set_current_details(
-                        f"{words}: marginal, extending the step{_plan_words(result)}"
-                    )
+                planned = _seconds_to_plan(result, began, workflow.now()) if sized else None
+                wait = min(left, max(planned, seconds / 4)) if planned is not None else seconds
+                workflow.set_current_details(
+                    f"{words}: marginal, extending the step by {_duration(wait)}"
+                    f"{_plan_words(result)}"
+                )
             if result.verdict is not Verdict.PASS:
                 await self._clear_live(f"{gate_name} gate: {result.reason}")
                 outcome = Outcome.ABORTED if gate_name == "shadow" else Outcome.ROLLED_BACK
@@ -547,6 +556,21 @@ class EvolutionWorkflow:
 
     def _abort_words(self) -> str:
         return _by("aborted", self._abort)
+
+
+def _seconds_to_plan(result: GateResult, began: datetime, now: datetime) -> float | None:
+    """How long the gate's traffic, at the pace it has come since `began`, takes to bring
+    the sessions a side its plan needs; None where the gate planned nothing or has seen no
+    session yet."""
+    needed, has = result.sessions_needed, result.sessions
+    elapsed = (now - began).total_seconds()
+    if needed is None or not has or elapsed <= 0:
+        return None
+    return max(needed - has, 0) * elapsed / has
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def _plan_words(result: GateResult) -> str:

@@ -78,7 +78,9 @@ class GateConfig(_Value):
         critical_metrics: metrics that fail the gate on their own, and are named first.
         step_weights: the canary's traffic share at each step, increasing.
         step_seconds, shadow_seconds: how long a canary step and the shadow gate observe.
-        max_extensions: how often a marginal step may be extended before it counts as failed.
+        max_extensions: a marginal step may go on for this many more `step_seconds` before
+            it ends marginal (not passed); each wait within that is sized from the sessions
+            the gate's plan still needs at the pace traffic has come so far.
         holdback_weight: share of new sessions kept on the replaced version after a
             promotion (0: none), until the next promotion or rollback, or until an
             evolution finds the stable no worse than it. The next evolution compares the

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import numpy as np
 import pytest
 from pydantic import ValidationError
@@ -388,3 +390,19 @@ def test_the_temporal_details_of_an_extension_say_the_question_interval_and_sess
         f"{primary.delta_high:+.3g}), needs ~{result.sessions_needed} sessions a side; has 30"
     )
     assert _plan_words(GateResult.skipped_gate("canary", "skipped")) == ""
+
+
+def test_an_extension_waits_as_long_as_the_traffic_so_far_takes_to_bring_the_plan() -> None:
+    from workflows.evolution import _seconds_to_plan
+
+    began = datetime(2026, 12, 3, 12, 0, tzinfo=UTC)
+    now = began + timedelta(minutes=30)
+    result = GateResult(gate="canary", verdict=Verdict.MARGINAL, reason="marginal")
+    assert _seconds_to_plan(result, began, now) is None  # nothing planned
+    planned = result.model_copy(update={"sessions_needed": 200, "sessions": 50})
+    # 50 sessions in 30 min: the other 150 take 90 min more at that pace.
+    assert _seconds_to_plan(planned, began, now) == pytest.approx(90 * 60)
+    reached = planned.model_copy(update={"sessions": 250})
+    assert _seconds_to_plan(reached, began, now) == 0
+    nobody = planned.model_copy(update={"sessions": 0})
+    assert _seconds_to_plan(nobody, began, now) is None  # no pace to go by
