@@ -34,6 +34,7 @@ __all__ = [
     "TrajectoryWindow",
     "UserTurn",
     "WindowTrajectory",
+    "count_trajectories",
     "event_kinds",
     "follow_up_turns",
     "in_sample",
@@ -233,6 +234,12 @@ def window_trajectories(session: Session, window: TrajectoryWindow) -> list[Wind
     if window.last is None:
         statement = statement.order_by(TrajectoryRow.started_at.desc(), TrajectoryRow.id.desc())
     return [WindowTrajectory(**row._mapping) for row in session.execute(statement)]
+
+
+def count_trajectories(session: Session, window: TrajectoryWindow) -> int:
+    """How many trajectories the window holds, counted by the database."""
+    inner = _select(window, TrajectoryRow.id).subquery()
+    return session.execute(select(sa.func.count()).select_from(inner)).scalar_one()
 
 
 def task_type_counts(session: Session, window: TrajectoryWindow) -> dict[str | None, int]:

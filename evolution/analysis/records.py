@@ -22,9 +22,9 @@ from registry import (
     UserTurn,
     WindowTrajectory,
     aliases_at,
+    count_trajectories,
     follow_up_turns,
     get_agent,
-    in_sample,
     llm_usage,
     offered_tools,
     rewarded_events,
@@ -92,14 +92,14 @@ def read_window(
         # The sessions a holdback keeps on the replaced version are a yardstick for the
         # regression check, not the traffic an evolution of stable would change.
         window = window.model_copy(update={"held_back": holdback})
-    trajectories = window_trajectories(session, window)
     sampled_from = None
-    if cap is not None and spec.last is None and len(trajectories) > cap:
-        sampled_from = len(trajectories)
-        window = window.model_copy(
-            update={"sample": max(1, SAMPLE_SPACE * cap // len(trajectories))}
-        )
-        trajectories = [t for t in trajectories if in_sample(t.id, window.sample)]
+    if cap is not None and spec.last is None:
+        # Counted in SQL first, so a large window's trajectories are never all read.
+        held = count_trajectories(session, window)
+        if held > cap:
+            sampled_from = held
+            window = window.model_copy(update={"sample": max(1, SAMPLE_SPACE * cap // held)})
+    trajectories = window_trajectories(session, window)
     since = _window_start(spec, trajectories, until)
     rewards = window_rewards(session, window)
     aliases = aliases_at(session, spec.agent, until)
