@@ -72,7 +72,16 @@ _UPDATABLE = {
 
 
 def _record(row: EvolutionRow) -> EvolutionRecord:
-    return EvolutionRecord.model_validate(row, from_attributes=True)
+    record = EvolutionRecord.model_validate(row, from_attributes=True)
+    return record.model_copy(update={"stages": [_as_read(stage) for stage in record.stages]})
+
+
+def _as_read(stage: dict[str, Any]) -> dict[str, Any]:
+    """A stage as read now: a gate stored when a skipped gate's verdict said `pass` says
+    `skipped` (a skipped gate is not a pass)."""
+    if stage.get("skipped") and stage.get("verdict") == "pass":
+        return {**stage, "verdict": "skipped"}
+    return stage
 
 
 def start_evolution(

@@ -288,7 +288,7 @@ class EvolutionWorkflow:
     ) -> tuple[Outcome, str]:
         options, gate = request.options, begun.gate
         result = await self._replay_gate(request, begun, candidate)
-        if result.verdict is not Verdict.PASS:
+        if not result.lets_through:
             return Outcome.ABORTED, f"replay gate: {result.reason}"
         stopped = await self._approval("canary")
         if stopped is not None:
@@ -307,12 +307,15 @@ class EvolutionWorkflow:
             await self._clear_live(stopped[1])
             return stopped
         await self._stage(Stage.PROMOTING, f"promoting {candidate} to stable")
-        await self._move("stable", candidate, "promoted: every gate passed")
+        gated = _gates_words(self._status.gates, options)
+        await self._move("stable", candidate, f"promoted: {gated}")
         await self._move("canary", None, "promoted to stable")
         if workflow.patched("post-promotion-holdback"):
             skipped = "canary" in options.skip_gates
             await self._hold_back(begun.parent_version, gate, skipped=skipped)
-        return Outcome.PROMOTED, f"{candidate} passed every gate and is now stable"
+        if all(result.skipped for result in self._status.gates):
+            return Outcome.PROMOTED, f"{candidate} {_by('promoted without gates', options)}"
+        return Outcome.PROMOTED, f"{candidate} {gated} and is now stable"
 
     async def _end_answered_holdback(self, decision: DecisionRecord) -> None:
         """End the holdback once it has answered its question (the decision judged it: see
@@ -348,10 +351,12 @@ class EvolutionWorkflow:
     async def _replay_gate(
         self, request: EvolutionRequest, begun: BeginResult, candidate: str
     ) -> GateResult:
-        await self._stage(Stage.REPLAY, f"replaying recorded traffic against {candidate}")
         if "replay" in request.options.skip_gates:
-            result = GateResult.skipped_gate("replay", _skip_words(request.options))
+            words = _skip_words(request.options)
+            await self._stage(Stage.REPLAY, f"replay gate {words}; {candidate} not replayed")
+            result = GateResult.skipped_gate("replay", words)
         else:
+            await self._stage(Stage.REPLAY, f"replaying recorded traffic against {candidate}")
             result = await self._activity(
                 EvolutionActivities.replay_gate,
                 ReplayGateRequest(
@@ -616,3 +621,23 @@ def _by(verb: str, who: Approval | EvolutionOptions) -> str:
 
 def _skip_words(options: EvolutionOptions) -> str:
     return _by("skipped", options)
+
+
+def _gates_words(results: list[GateResult], options: EvolutionOptions) -> str:
+    """How a candidate got past its gates, never calling a skipped one passed: 'passed every
+    gate', 'passed replay and canary (shadow skipped by ana: hot-fix)', or 'went through no
+    gate (replay, shadow and canary skipped by ana: hot-fix)'."""
+    passed = _names([result.gate for result in results if not result.skipped])
+    skipped = _names([result.gate for result in results if result.skipped])
+    if not skipped:
+        return "passed every gate"
+    gap = f"{skipped} {_skip_words(options)}"
+    return f"passed {passed} ({gap})" if passed else f"went through no gate ({gap})"
+
+
+def _names(gates: list[str]) -> str:
+    """'replay, shadow and canary': each gate once, in the order it ran."""
+    unique = list(dict.fromkeys(gates))
+    return (
+        " and ".join([", ".join(unique[:-1]), unique[-1]]) if len(unique) > 1 else "".join(unique)
+    )

@@ -15,6 +15,7 @@ __all__ = [
     "CHECKPOINT_TAG",
     "EVOLUTION_TAG",
     "FINDINGS_TAG",
+    "GATE_TAG",
     "OUTCOME_TAG",
     "PROMPT_TAG",
     "VERSION_TAG",
@@ -33,6 +34,7 @@ OUTCOME_TAG = "evoplane.outcome"
 VERSION_TAG = "evoplane.version_id"
 CHECKPOINT_TAG = "evoplane.checkpoint"
 FINDINGS_TAG = "evoplane.findings"  # + ".<gate>"
+GATE_TAG = "evoplane.gate"  # + ".<gate>": its latest verdict in words (`skipped` too)
 PROMPT_TAG = "mlflow.prompt.is_prompt"  # how MLflow tells a prompt from a model
 
 # Registry names: prompts allow only these characters, and models share their namespace.

@@ -19,6 +19,7 @@ from activities.tracking.names import (
     AGENT_TAG,
     EVOLUTION_TAG,
     FINDINGS_TAG,
+    GATE_TAG,
     OUTCOME_TAG,
     metric_key,
     quoted,
@@ -32,6 +33,7 @@ from activities.tracking.values import (
     findings_text,
     flatten,
     gate_metrics,
+    gate_verdict,
     numeric_leaves,
     param_value,
     pretty_json,
@@ -220,9 +222,13 @@ class EvolutionRuns:
         """One gate judgement: its statistics as metrics at `step` (the interval, planned and
         actual sessions among them), the question it asked as a param, the record as JSON, and
         its findings about the agent (failures the parent shares) as the tag
-        `evoplane.findings.<gate>`, where people see them in the run list."""
+        `evoplane.findings.<gate>`, where people see them in the run list.
+
+        The verdict in words is the tag `evoplane.gate.<gate>`. A skipped gate gets that tag,
+        `skipped`, and no metric: a number would plot it as a pass (or a failure)."""
         self.log_metrics(run_id, gate_metrics(gate), step=step)
         name = registry_safe(str(gate.get("gate")))
+        self._client.set_tag(run_id, f"{GATE_TAG}.{name}", gate_verdict(gate))
         if gate.get("question"):
             self.log_params(run_id, {f"gate.{name}.question": str(gate["question"])})
         self._client.log_text(run_id, pretty_json(gate), f"gates/{step:02d}-{name}.json")

@@ -18,6 +18,7 @@ __all__ = [
     "findings_text",
     "flatten",
     "gate_metrics",
+    "gate_verdict",
     "is_number",
     "numeric_leaves",
     "param_value",
@@ -99,12 +100,22 @@ def _judgement_metrics(gate: str, row: Mapping[str, Any]) -> dict[str, float]:
     return found
 
 
+def gate_verdict(gate: Mapping[str, Any]) -> str:
+    """The gate's verdict in words; `skipped` for a skipped gate, also in records stored when
+    a skipped gate said `pass`."""
+    verdict = "skipped" if gate.get("skipped") else gate.get("verdict")
+    if verdict not in (*_VERDICT_SCORES, "skipped"):
+        known = sorted([*_VERDICT_SCORES, "skipped"])
+        raise ValueError(f"gate verdict must be one of {known}: {verdict!r}")
+    return str(verdict)
+
+
 def gate_metrics(gate: Mapping[str, Any]) -> dict[str, float]:
     """A gate result's numbers: verdict as 1/0.5/0, canary weight, replay and finding counts,
-    judgements."""
-    name, verdict = str(gate.get("gate")), gate.get("verdict")
-    if verdict not in _VERDICT_SCORES:
-        raise ValueError(f"gate verdict must be one of {sorted(_VERDICT_SCORES)}: {verdict!r}")
+    judgements. A skipped gate measured nothing and has none (its tag says `skipped`)."""
+    name, verdict = str(gate.get("gate")), gate_verdict(gate)
+    if verdict == "skipped":
+        return {}
     found = {f"gate.{name}.verdict": _VERDICT_SCORES[verdict]}
     for number in ("weight", "sessions_needed", "sessions"):
         if is_number(gate.get(number)):

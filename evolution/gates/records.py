@@ -33,11 +33,16 @@ REPLAY_SUCCESSES = "replay:successes"
 
 
 class Verdict(StrEnum):
-    """What a gate says: go on, look longer (extend the step), or stop and roll back."""
+    """What a gate says: go on, look longer (extend the step), or stop and roll back.
+
+    `skipped` is no judgement at all: a person's option skipped the gate. The evolution goes
+    on past it as past a pass, but no record may call it one.
+    """
 
     PASS = "pass"
     MARGINAL = "marginal"
     FAIL = "fail"
+    SKIPPED = "skipped"
 
 
 class Question(StrEnum):
@@ -226,7 +231,7 @@ class GateResult(_Value):
             and stable does not) or broke (a known success stable passes and it does not).
         findings: failures the parent shares, reported as facts about the agent; they
             did not decide the verdict.
-        skipped: the gate did not run because an option skipped it (recorded as a pass).
+        skipped: the gate did not run because an option skipped it (its verdict is `skipped`).
         question: what a live gate asked of the primary metric.
         sessions_needed, sessions: the sessions a side a live gate planned for its question,
             and the fewer side's count it had.
@@ -247,10 +252,23 @@ class GateResult(_Value):
     sessions_needed: int | None = Field(default=None, ge=1)
     sessions: int | None = Field(default=None, ge=0)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _skipped_is_no_pass(cls, data: object) -> object:
+        """Records stored before `skipped` was a verdict said `pass` with `skipped: true`."""
+        if isinstance(data, dict) and data.get("skipped") and data.get("verdict") == "pass":
+            return {**data, "verdict": Verdict.SKIPPED.value}
+        return data
+
     @classmethod
     def skipped_gate(cls, gate: Gate, reason: str) -> GateResult:
-        """A gate an option skipped: a pass that says so, so the record shows the gap."""
-        return cls(gate=gate, verdict=Verdict.PASS, reason=reason, skipped=True)
+        """A gate an option skipped: verdict `skipped`, so the record shows the gap."""
+        return cls(gate=gate, verdict=Verdict.SKIPPED, reason=reason, skipped=True)
+
+    @property
+    def lets_through(self) -> bool:
+        """The evolution may go on past this gate: it passed, or a person skipped it."""
+        return self.verdict in (Verdict.PASS, Verdict.SKIPPED)
 
 
 class ReplayCase(_Value):

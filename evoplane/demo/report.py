@@ -170,7 +170,7 @@ def _links(row: EvolutionRow) -> str:
 def _failed_gate(row: EvolutionRow) -> str | None:
     """The gate that stopped a candidate: the one that failed, else the last undecided."""
     failed = [g["gate"] for g in row.gates if g.get("verdict") == "fail"]
-    undecided = [g["gate"] for g in row.gates if g.get("verdict") != "pass"]
+    undecided = [g["gate"] for g in row.gates if g.get("verdict") not in ("pass", "skipped")]
     return (failed or undecided or [None])[-1]
 
 

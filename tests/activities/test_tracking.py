@@ -254,6 +254,30 @@ def test_gate_metrics_are_logged_per_step(tracker, client, agent, tmp_path):
     assert stored == _gate(0.05, "pass", 0.25)
 
 
+def test_a_skipped_gate_is_a_tag_and_no_verdict_metric(tracker, client, agent, tmp_path):
+    from evolution.gates import GateResult
+
+    run_id = _start(tracker, agent)
+    skipped = GateResult.skipped_gate("shadow", "skipped by ana: hot-fix")
+    tracker.log_gate(run_id, skipped.model_dump(mode="json"), step=0)
+    # A record stored when a skipped gate said `pass` is logged as skipped too.
+    stored = {**skipped.model_dump(mode="json"), "gate": "replay", "verdict": "pass"}
+    tracker.log_gate(run_id, stored, step=0)
+    tracker.log_gate(run_id, _gate(0.05, "pass", 0.25), step=1)
+
+    data = client.get_run(run_id).data
+    assert not [key for key in data.metrics if key.startswith(("gate.shadow", "gate.replay"))]
+    assert data.metrics["gate.canary.verdict"] == 1.0
+    tags = {key: value for key, value in data.tags.items() if key.startswith("evoplane.gate.")}
+    assert tags == {
+        "evoplane.gate.shadow": "skipped",
+        "evoplane.gate.replay": "skipped",
+        "evoplane.gate.canary": "pass",
+    }
+    record = json.loads(_artifact(client, run_id, "gates/00-shadow.json", tmp_path))
+    assert (record["verdict"], record["reason"]) == ("skipped", "skipped by ana: hot-fix")
+
+
 def test_a_live_gates_question_interval_and_sessions_reach_mlflow(tracker, client, agent):
     values = [1.0] * 24 + [0.0] * 6
     metric = MetricSamples(

@@ -292,12 +292,46 @@ def test_gate_config_validates_and_results_round_trip_as_json() -> None:
     assert GateResult.model_validate_json(result.model_dump_json()) == result
 
 
-def test_a_skipped_gate_is_a_recorded_pass() -> None:
+def test_a_skipped_gate_is_recorded_as_skipped_never_as_a_pass() -> None:
     skipped = GateResult.skipped_gate("shadow", "skipped by alice: urgent fix")
     assert (skipped.verdict, skipped.skipped, skipped.reason) == (
-        Verdict.PASS,
+        Verdict.SKIPPED,
         True,
         "skipped by alice: urgent fix",
+    )
+    assert skipped.model_dump(mode="json")["verdict"] == "skipped"
+    assert skipped.lets_through  # the evolution goes on past it, as past a pass
+    # A record stored when a skipped gate said `pass` reads as skipped too.
+    stored = {"gate": "canary", "verdict": "pass", "reason": "skipped by ana", "skipped": True}
+    assert GateResult.model_validate(stored).verdict is Verdict.SKIPPED
+    judged = {**stored, "skipped": False}
+    assert GateResult.model_validate(judged).verdict is Verdict.PASS
+
+
+@pytest.mark.parametrize(
+    ("verdict", "through"),
+    [(Verdict.PASS, True), (Verdict.MARGINAL, False), (Verdict.FAIL, False)],
+)
+def test_only_a_pass_or_a_skip_lets_an_evolution_through(verdict: Verdict, through: bool) -> None:
+    assert GateResult(gate="replay", verdict=verdict, reason="judged").lets_through is through
+
+
+def test_promotion_words_never_call_a_skipped_gate_passed() -> None:
+    from activities.models import EvolutionOptions
+    from workflows.evolution import _gates_words
+
+    ana = EvolutionOptions(actor="ana", reason="hot-fix for the refund loop")
+    judged = GateResult(gate="replay", verdict=Verdict.PASS, reason="replay gate passed")
+    step = GateResult(gate="canary", step=1, verdict=Verdict.PASS, reason="canary gate passed")
+    shadow = GateResult.skipped_gate("shadow", "skipped by ana")
+    assert _gates_words([judged, step, step], ana) == "passed every gate"
+    assert _gates_words([judged, shadow, step, step], ana) == (
+        "passed replay and canary (shadow skipped by ana: hot-fix for the refund loop)"
+    )
+    everything = [GateResult.skipped_gate(g, "skipped") for g in ("replay", "shadow", "canary")]
+    assert _gates_words(everything, ana) == (
+        "went through no gate (replay, shadow and canary skipped by ana: hot-fix for the "
+        "refund loop)"
     )
 
 

@@ -112,3 +112,17 @@ def test_one_running_evolution_per_agent(world) -> None:
     with transaction(world) as session:
         assert start_evolution(session, "evolution-support-bot-2", "support-bot").stage == "started"
         assert running_evolution(session, "support-bot").id == "evolution-support-bot-2"
+
+
+def test_a_gate_stored_as_a_skipped_pass_reads_as_skipped(world) -> None:
+    """Records written before `skipped` was a verdict said `pass` for a skipped gate."""
+    old = {"gate": "shadow", "verdict": "pass", "reason": "skipped by ana", "skipped": True}
+    judged = {"gate": "canary", "verdict": "pass", "reason": "passed", "skipped": False}
+    with transaction(world) as session:
+        record = start_evolution(session, "evolution-support-bot-1", "support-bot")
+        append_stage(session, record.id, old)
+        append_stage(session, record.id, judged)
+    with transaction(world) as session:
+        stages = get_evolution(session, record.id).stages
+        listed = list_evolutions(session, agent="support-bot")[0].stages
+    assert stages == listed == [{**old, "verdict": "skipped"}, judged]

@@ -161,15 +161,42 @@ async def test_holdbacks_give_way_to_a_full_canary_and_end_with_an_ungated_promo
     assert "a 100% canary needs the holdback's share" in reasons
     # A person's hot-fix, shipped without a canary, keeps nobody on what it replaced.
     hotfix = options(candidate=world.spec("Quote the order id, then stop.")).model_copy(
-        update={"skip_gates": ["replay", "shadow", "canary"]}
+        update={"skip_gates": ["replay", "shadow", "canary"], "actor": "ana", "reason": "hot-fix"}
     )
-    status = await (await start(world, hotfix)).result()
+    handle = await start(world, hotfix)
+    status = await handle.result()
     assert status.outcome is Outcome.PROMOTED, status.reason
     with transaction(world.engine) as session:
         aliases = current_aliases(session, AGENT)
         last = alias_history(session, AGENT, Alias.HOLDBACK)[-1]
+        promoted = alias_history(session, AGENT, Alias.STABLE)[-1]
+        record = get_evolution(session, handle.id)
     assert aliases.stable == status.candidate_version and aliases.holdback is None
     assert last.reason == "a new stable: the earlier holdback ends"
+    # Skipped gates are recorded as skipped everywhere, never as passed.
+    assert status.reason == f"{status.candidate_version} promoted without gates by ana: hot-fix"
+    assert [(g.gate, g.verdict) for g in status.gates] == [
+        (gate, Verdict.SKIPPED) for gate in ("replay", "shadow", "canary")
+    ]
+    assert [stage["verdict"] for stage in record.stages[1:]] == ["skipped"] * 3
+    assert promoted.reason == (
+        "promoted: went through no gate (replay, shadow and canary skipped by ana: hot-fix)"
+    )
+    summaries = await activity_summaries(handle)
+    assert "record replay: skipped" in summaries and "record canary: skipped" in summaries
+    assert not [words for words in summaries if words.endswith(": pass")]
+
+
+async def activity_summaries(handle: WorkflowHandle) -> list[str]:
+    """The words of each scheduled activity, as the Temporal UI's timeline shows them."""
+    history = await handle.fetch_history()
+    convert = pydantic_data_converter.payload_converter
+    return [
+        convert.from_payload(event.user_metadata.summary, str)
+        for event in history.events
+        if event.HasField("activity_task_scheduled_event_attributes")
+        and event.user_metadata.HasField("summary")
+    ]
 
 
 async def test_a_candidate_that_fails_the_safety_suite_stops_at_replay(

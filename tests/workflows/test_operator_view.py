@@ -130,6 +130,28 @@ async def test_a_shown_spec_edited_is_a_hot_fix_candidate(
     await handle.result()
 
 
+async def test_a_hot_fix_without_gates_reads_as_skipped_in_the_cli(world: World, cli_env, tmp_path):
+    path = tmp_path / "spec.json"
+    path.write_text(
+        world.spec("You help Acme's customers. Never promise refunds.").model_dump_json()
+    )
+    started = await cli_env(
+        "evolve", "--agent", AGENT, "--candidate", str(path), "--force", "harness",
+        "--skip-gate", "replay", "--skip-gate", "shadow", "--skip-gate", "canary",
+        "--actor", "ana", "--reason", "hot-fix",
+    )  # fmt: skip
+    assert started.exit_code == 0, started.output
+    handle = world.client.get_workflow_handle(started.output.split()[1])
+    status = await handle.result()
+    shown = await cli_env("status", handle.id)
+    assert shown.exit_code == 0, shown.output
+    said = " ".join(shown.output.split())
+    for gate in ("replay", "shadow", "canary"):
+        assert f"{gate}: skipped (skipped by ana: hot-fix)" in said
+    assert f"{status['candidate_version']} promoted without gates by ana: hot-fix" in said
+    assert ": pass" not in said and "passed" not in said
+
+
 async def test_a_candidate_without_force_is_evaluated_as_its_change(world: World, control) -> None:
     """No traffic: the policy alone would choose noop; the candidate changes the harness, so
     it is evaluated as a harness change, and the record says so."""
