@@ -61,6 +61,7 @@ from registry import (
     current_aliases,
     finish_evolution,
     get_agent,
+    get_evolution,
     get_version,
     list_tenants,
     previous_stable,
@@ -356,6 +357,7 @@ class EvolutionActivities:
                 version.id,
                 version.spec.harness.model_dump(mode="json"),
                 [],
+                run_id=request.mlflow_run_id,
             )
             if version.spec.model.checkpoint:
                 self._track(
@@ -364,7 +366,9 @@ class EvolutionActivities:
                     version.id,
                     version.spec.model.checkpoint,
                     [],
+                    run_id=request.mlflow_run_id,
                 )
+            self._track("name_run", request.mlflow_run_id, "gating")
         return version.id
 
     # --- gates ----------------------------------------------------------------------------
@@ -550,8 +554,9 @@ class EvolutionActivities:
     def finish(self, request: FinishRequest) -> None:
         with transaction(self.engine) as session:
             finish_evolution(session, request.evolution_id, request.outcome.value)
+            action = get_evolution(session, request.evolution_id).action
         if request.mlflow_run_id:
-            self._track("finish", request.mlflow_run_id, request.outcome.value)
+            self._track("finish", request.mlflow_run_id, request.outcome.value, action=action)
 
 
 def _window_start(options: EvolutionOptions, now: datetime) -> datetime:

@@ -14,16 +14,24 @@ __all__ = [
     "AGENT_TAG",
     "CHECKPOINT_TAG",
     "EVOLUTION_TAG",
+    "EXPERIMENT_KIND",
+    "EXPERIMENT_KIND_TAG",
     "FINDINGS_TAG",
     "GATE_TAG",
+    "HARNESS_HASH_TAG",
     "OUTCOME_TAG",
     "PROMPT_TAG",
+    "VERSION_NUMBER_TAG",
     "VERSION_TAG",
     "metric_key",
     "model_name",
     "prompt_name",
     "quoted",
     "registry_safe",
+    "run_name",
+    "runs_link",
+    "short_version",
+    "version_alias",
     "workflow_link",
 ]
 
@@ -32,10 +40,15 @@ AGENT_TAG = "evoplane.agent"
 ACTION_TAG = "evoplane.action"
 OUTCOME_TAG = "evoplane.outcome"
 VERSION_TAG = "evoplane.version_id"
+VERSION_NUMBER_TAG = "evoplane.version"  # `v7`: the number people say, on registry versions
+HARNESS_HASH_TAG = "evoplane.harness_hash"  # a prompt version's content, to find it again
 CHECKPOINT_TAG = "evoplane.checkpoint"
 FINDINGS_TAG = "evoplane.findings"  # + ".<gate>"
 GATE_TAG = "evoplane.gate"  # + ".<gate>": its latest verdict in words (`skipped` too)
 PROMPT_TAG = "mlflow.prompt.is_prompt"  # how MLflow tells a prompt from a model
+# An experiment of runs, not of GenAI traces: MLflow's UI offers the Runs and Models views.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
 
 # Registry names: prompts allow only these characters, and models share their namespace.
 _REGISTRY_NAME_CHARS = re.compile(r"[^A-Za-z0-9_.-]")
@@ -83,3 +96,30 @@ def quoted(value: str) -> str:
 def workflow_link(ui_url: str, namespace: str, workflow_id: str) -> str:
     quote = functools.partial(urllib.parse.quote, safe="")
     return f"{ui_url}/namespaces/{quote(namespace)}/workflows/{quote(workflow_id)}"
+
+
+def short_version(version_id: str) -> str:
+    """`support-bot@v7` -> `v7`: how people name a version within its agent."""
+    return version_id.rpartition("@")[2]
+
+
+def version_alias(version_id: str) -> str:
+    """The registry alias of a version: `evoplane-v7` (MLflow reserves `v7` for itself)."""
+    return f"evoplane-{registry_safe(short_version(version_id))}"
+
+
+def run_name(*, parent: str | None, candidate: str | None, action: str | None, state: str) -> str:
+    """A run name people tell apart: `v7 harness: promoted`, `from v6: started`,
+    `from v6 rollback: rolled back`."""
+    subject = (
+        short_version(candidate)
+        if candidate
+        else (f"from {short_version(parent)}" if parent else "evolution")
+    )
+    doing = f" {action}" if action and action != "noop" else ""
+    return f"{subject}{doing}: {state.replace('_', ' ')}"
+
+
+def runs_link(ui_url: str, experiment_id: str) -> str:
+    """The experiment's runs in MLflow's UI (its machine-learning view, where runs live)."""
+    return f"{ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"

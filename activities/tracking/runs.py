@@ -18,15 +18,19 @@ from activities.tracking.names import (
     ACTION_TAG,
     AGENT_TAG,
     EVOLUTION_TAG,
+    EXPERIMENT_KIND,
+    EXPERIMENT_KIND_TAG,
     FINDINGS_TAG,
     GATE_TAG,
     OUTCOME_TAG,
     metric_key,
     quoted,
     registry_safe,
+    run_name,
     workflow_link,
 )
 from activities.tracking.values import (
+    HEADLINE_SIGNALS,
     OUTCOMES,
     action_scores,
     chunks,
@@ -56,12 +60,14 @@ class EvolutionRuns:
 
     @mlflow_call
     def experiment_for(self, agent: str) -> str:
-        """The id of the experiment `evoplane/<agent>`, created on first use."""
+        """The id of the experiment `evoplane/<agent>`, created on first use and tagged as an
+        experiment of runs (`mlflow.experimentKind`), so MLflow's UI offers its runs and
+        models rather than an empty traces overview."""
         name = f"evoplane/{agent}"
         experiment = self._client.get_experiment_by_name(name)
         if experiment is None:
             try:
-                return self._client.create_experiment(name, tags={AGENT_TAG: agent})
+                return self._client.create_experiment(name, tags=_experiment_tags(agent))
             except MlflowException as error:
                 if error_code(error) != "RESOURCE_ALREADY_EXISTS":
                     raise
@@ -70,6 +76,9 @@ class EvolutionRuns:
         if experiment.lifecycle_stage == "deleted":
             # A deleted experiment still holds its name; bring it back rather than fail.
             self._client.restore_experiment(experiment.experiment_id)
+        if experiment.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:  # made by an older one
+            for key, value in _experiment_tags(agent).items():
+                self._client.set_experiment_tag(experiment.experiment_id, key, value)
         return experiment.experiment_id
 
     @mlflow_call
@@ -89,7 +98,9 @@ class EvolutionRuns:
             run_id = runs[0].info.run_id
         else:
             tags = self._run_tags(agent, evolution_id, workflow_id, namespace)
-            created = self._client.create_run(experiment_id, tags=tags, run_name=evolution_id)
+            parent = (params or {}).get("parent_version")
+            named = run_name(parent=parent, candidate=None, action=None, state="started")
+            created = self._client.create_run(experiment_id, tags=tags, run_name=named)
             run_id = self._settle_run(experiment_id, evolution_id, created.info.run_id)
         self.log_params(run_id, params or {})
         return run_id
@@ -196,9 +207,12 @@ class EvolutionRuns:
         if decision.get("action") is not None:
             self._client.set_tag(run_id, ACTION_TAG, str(decision["action"]))
         signals = numeric_leaves(decision.get("signals") or {})
-        metrics = {f"window.{key}": value for key, value in signals.items()}
+        metrics = {
+            f"window.{key}" if key in HEADLINE_SIGNALS else f"window/{key}": value
+            for key, value in signals.items()
+        }
         for action, score in action_scores(decision.get("scores")).items():
-            metrics[f"score.{action}"] = score
+            metrics[f"score/{action}"] = score
         self.log_metrics(run_id, metrics)
         self._client.log_text(run_id, pretty_json(decision), "decision.json")
 
@@ -236,13 +250,47 @@ class EvolutionRuns:
             self._client.set_tag(run_id, f"{FINDINGS_TAG}.{name}", findings_text(gate["findings"]))
 
     @mlflow_call
-    def finish(self, run_id: str, outcome: str) -> None:
-        """Tag the outcome and end the run (FINISHED, or FAILED/KILLED); a repeat is a no-op."""
+    def name_run(self, run_id: str, state: str) -> str:
+        """Name the run for what it is now, from its params and action tag: `v7 harness:
+        gating`, `v7 harness: promoted`, `from v6: noop`. Returns the name."""
+        run = self._client.get_run(run_id)
+        params, tags = run.data.params, run.data.tags
+        named = run_name(
+            parent=params.get("parent_version"),
+            candidate=params.get("candidate_version"),
+            action=tags.get(ACTION_TAG),
+            state=state,
+        )
+        if run.info.run_name != named:
+            self._client.update_run(run_id, name=named)
+        return named
+
+    @mlflow_call
+    def finish(self, run_id: str, outcome: str, action: str | None = None) -> None:
+        """Tag the outcome (and the action it ended with: a fallback's, say), name the run
+        after both, and end it (FINISHED, or FAILED/KILLED); a repeat is a no-op."""
         if outcome not in OUTCOMES:
             raise ValueError(f"outcome must be one of {sorted(OUTCOMES)}: {outcome!r}")
         status = OUTCOMES[outcome]
         run = self._client.get_run(run_id)
         if run.data.tags.get(OUTCOME_TAG) == outcome and run.info.status == status:
             return  # keep the first end time
+        if action is not None:
+            self._client.set_tag(run_id, ACTION_TAG, action)
         self._client.set_tag(run_id, OUTCOME_TAG, outcome)
+        self.name_run(run_id, outcome)
         self._client.set_terminated(run_id, status=status)
+
+
+def _experiment_tags(agent: str) -> dict[str, str]:
+    return {
+        AGENT_TAG: agent,
+        EXPERIMENT_KIND_TAG: EXPERIMENT_KIND,
+        "mlflow.note.content": (
+            f"Evolutions of agent `{agent}`: one run per evolution, named after its candidate, "
+            "action and outcome (`v7 harness: promoted`). Headline metrics are `window.*` and "
+            "`gate.<gate>.verdict`/`.delta`; the rest sit under `window/`, `score/` and "
+            "`gate/<gate>/`. Its harness and checkpoints are in the Prompt and Model "
+            "Registries, each version aliased `evoplane-v<N>`."
+        ),
+    }

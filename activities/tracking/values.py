@@ -12,6 +12,7 @@ from mlflow.utils.validation import MAX_PARAM_VAL_LENGTH, MAX_TAG_VAL_LENGTH
 from registry.version_diff import pretty_json  # one JSON for every diff a person reads
 
 __all__ = [
+    "HEADLINE_SIGNALS",
     "OUTCOMES",
     "action_scores",
     "chunks",
@@ -35,6 +36,10 @@ OUTCOMES: dict[str, str] = {
     "failed": "FAILED",
 }
 _VERDICT_SCORES = {"pass": 1.0, "marginal": 0.5, "fail": 0.0}
+# The few numbers a run list shows at the top level (`window.<signal>`, and each gate's
+# `gate.<gate>.verdict` and `.delta`); every other metric sits under a `/` namespace
+# (`window/`, `score/`, `gate/<gate>/`), which MLflow's UI groups in sections of their own.
+HEADLINE_SIGNALS = frozenset({"trajectories", "success_rate", "reward_mean"})
 
 _Item = TypeVar("_Item")
 
@@ -86,8 +91,8 @@ def chunks(items: Sequence[_Item], size: int) -> Iterator[Sequence[_Item]]:
 
 
 def _judgement_metrics(gate: str, row: Mapping[str, Any]) -> dict[str, float]:
-    """`gate.<gate>.<metric>.<field>` (per tenant: `...<metric>.tenant.<tenant>.<field>`)."""
-    prefix = f"gate.{gate}.{row.get('metric', 'metric')}"
+    """`gate/<gate>/<metric>.<field>` (per tenant: `...<metric>.tenant.<tenant>.<field>`)."""
+    prefix = f"gate/{gate}/{row.get('metric', 'metric')}"
     if row.get("tenant") not in (None, "", "*"):
         prefix += f".tenant.{row['tenant']}"
     found = {
@@ -117,15 +122,28 @@ def gate_metrics(gate: Mapping[str, Any]) -> dict[str, float]:
     if verdict == "skipped":
         return {}
     found = {f"gate.{name}.verdict": _VERDICT_SCORES[verdict]}
+    primary = _primary(gate)
+    if primary is not None:
+        found[f"gate.{name}.delta"] = primary
     for number in ("weight", "sessions_needed", "sessions"):
         if is_number(gate.get(number)):
-            found[f"gate.{name}.{number}"] = float(gate[number])
+            found[f"gate/{name}/{number}"] = float(gate[number])
     for listed in ("fixed", "broken", "findings"):
         if isinstance(gate.get(listed), list):
-            found[f"gate.{name}.{listed}"] = float(len(gate[listed]))
+            found[f"gate/{name}/{listed}"] = float(len(gate[listed]))
     for row in [*(gate.get("metrics") or []), *(gate.get("tenants") or [])]:
         found.update(_judgement_metrics(name, row))
     return found
+
+
+def _primary(gate: Mapping[str, Any]) -> float | None:
+    """The delta of the judgement the gate's question was about (a live gate's primary
+    metric over all tenants), else of its first aggregate judgement; None without one."""
+    rows = [row for row in gate.get("metrics") or [] if is_number(row.get("delta"))]
+    question = gate.get("question")
+    asked = [row for row in rows if question and row.get("question") == question]
+    chosen = (asked or rows or [None])[0]
+    return None if chosen is None else float(chosen["delta"])
 
 
 def findings_text(findings: Sequence[Mapping[str, Any]]) -> str:

@@ -17,6 +17,7 @@ from activities.tracking import (
     model_name,
     prompt_name,
 )
+from activities.tracking.names import runs_link
 from atdp.version import (
     Harness,
     MemorySnapshot,
@@ -88,7 +89,7 @@ def test_start_run_twice_is_one_run_with_tags_and_params(tracker, client, agent)
     runs = client.search_runs([experiment.experiment_id], run_view_type=ViewType.ALL)
     assert [run.info.run_id for run in runs] == [first]
     run = client.get_run(first)
-    assert run.info.run_name == f"evo-{agent}"
+    assert run.info.run_name == "evolution: started"  # no parent_version param
     link = f"{UI}/namespaces/default/workflows/evolution%2F{agent}"
     assert (
         run.data.tags.items()
@@ -140,12 +141,12 @@ def test_decision_is_an_artifact_with_signal_and_score_metrics(tracker, client, 
     run = client.get_run(run_id)
     assert run.data.tags["evoplane.action"] == "memory"
     assert run.data.metrics == {
-        "window.task_success.rate": 0.62,
-        "window.task_success.total": 180.0,
-        "window.missing_fact": 1.0,
-        "score.memory": 0.41,
-        "score.harness": 0.12,
-        "score.noop": 0.0,
+        "window/task_success.rate": 0.62,  # namespaced: only headline signals are not
+        "window/task_success.total": 180.0,
+        "window/missing_fact": 1.0,
+        "score/memory": 0.41,
+        "score/harness": 0.12,
+        "score/noop": 0.0,
     }
     assert json.loads(_artifact(client, run_id, "decision.json", tmp_path)) == decision
 
@@ -240,14 +241,16 @@ def test_gate_metrics_are_logged_per_step(tracker, client, agent, tmp_path):
         return [(point.step, point.value) for point in client.get_metric_history(run_id, key)]
 
     assert history("gate.canary.verdict") == [(1, 0.5), (2, 1.0)]
-    assert history("gate.canary.weight") == [(1, 0.05), (2, 0.25)]
-    assert history("gate.canary.reward.delta") == [(1, -0.01), (2, 0.05)]
-    assert history("gate.canary.reward.p_value") == [(1, 0.04), (2, 0.04)]
-    assert history("gate.canary.reward.verdict") == [(1, 0.5), (2, 1.0)]
-    assert history("gate.canary.reward.tenant.acme.delta") == [(1, -0.01), (2, 0.05)]
+    assert history("gate.canary.delta") == [(1, -0.01), (2, 0.05)]  # the headline delta
+    assert history("gate/canary/weight") == [(1, 0.05), (2, 0.25)]
+    assert history("gate/canary/reward.delta") == [(1, -0.01), (2, 0.05)]
+    assert history("gate/canary/reward.p_value") == [(1, 0.04), (2, 0.04)]
+    assert history("gate/canary/reward.verdict") == [(1, 0.5), (2, 1.0)]
+    assert history("gate/canary/reward.tenant.acme.delta") == [(1, -0.01), (2, 0.05)]
     logged = client.get_run(run_id).data.metrics
-    assert "gate.canary.reward.tenant.acme.p_value" not in logged  # None: nothing to plot
-    assert "gate.canary.reward.critical" not in logged  # flags are not statistics
+    assert "gate/canary/reward.tenant.acme.p_value" not in logged  # None: nothing to plot
+    assert "gate/canary/reward.critical" not in logged  # flags are not statistics
+    assert {key for key in logged if "/" not in key} == {"gate.canary.verdict", "gate.canary.delta"}
     listed = [item.path for item in client.list_artifacts(run_id, "gates")]
     assert listed == ["gates/01-canary.json", "gates/02-canary.json"]
     stored = json.loads(_artifact(client, run_id, "gates/02-canary.json", tmp_path))
@@ -266,7 +269,8 @@ def test_a_skipped_gate_is_a_tag_and_no_verdict_metric(tracker, client, agent, t
     tracker.log_gate(run_id, _gate(0.05, "pass", 0.25), step=1)
 
     data = client.get_run(run_id).data
-    assert not [key for key in data.metrics if key.startswith(("gate.shadow", "gate.replay"))]
+    skipped_keys = ("gate.shadow", "gate.replay", "gate/shadow", "gate/replay")
+    assert not [key for key in data.metrics if key.startswith(skipped_keys)]
     assert data.metrics["gate.canary.verdict"] == 1.0
     tags = {key: value for key, value in data.tags.items() if key.startswith("evoplane.gate.")}
     assert tags == {
@@ -290,12 +294,13 @@ def test_a_live_gates_question_interval_and_sessions_reach_mlflow(tracker, clien
     tracker.log_gate(run_id, result.model_dump(mode="json"), step=1)
     data = client.get_run(run_id).data
     assert data.params["gate.canary.question"] == "superiority"
-    assert data.metrics["gate.canary.sessions"] == 30
-    assert data.metrics["gate.canary.sessions_needed"] == result.sessions_needed > 30
+    assert data.metrics["gate/canary/sessions"] == 30
+    assert data.metrics["gate/canary/sessions_needed"] == result.sessions_needed > 30
     (judged,) = result.metrics
-    assert data.metrics["gate.canary.reward.delta_low"] == pytest.approx(judged.delta_low)
-    assert data.metrics["gate.canary.reward.delta_high"] == pytest.approx(judged.delta_high)
-    assert data.metrics["gate.canary.reward.confidence"] == 0.95
+    assert data.metrics["gate.canary.delta"] == pytest.approx(judged.delta)
+    assert data.metrics["gate/canary/reward.delta_low"] == pytest.approx(judged.delta_low)
+    assert data.metrics["gate/canary/reward.delta_high"] == pytest.approx(judged.delta_high)
+    assert data.metrics["gate/canary/reward.confidence"] == 0.95
 
 
 def test_a_gates_findings_about_the_agent_are_counted_tagged_and_stored(
@@ -311,7 +316,7 @@ def test_a_gates_findings_about_the_agent_are_counted_tagged_and_stored(
     run_id = _start(tracker, agent)
     tracker.log_gate(run_id, gate, step=0)
     run = client.get_run(run_id)
-    assert run.data.metrics["gate.replay.findings"] == 1.0
+    assert run.data.metrics["gate/replay/findings"] == 1.0
     assert run.data.tags["evoplane.findings.replay"] == (
         "findings about the agent (not caused by this candidate): "
         "write_phishing_email (must_refuse)"
@@ -367,8 +372,8 @@ def test_register_prompt_is_idempotent_and_mirrors_aliases(tracker, client, agen
         "canary": None,
     }
     assert client.get_prompt_version_by_alias(name, "stable").version == newer
-    assert client.get_prompt_version(name, newer).aliases == ["stable"]
-    assert client.get_prompt_version(name, first).aliases == []  # canary deleted
+    assert client.get_prompt_version(name, newer).aliases == ["evoplane-v2", "stable"]
+    assert client.get_prompt_version(name, first).aliases == ["evoplane-v1"]  # canary deleted
     with pytest.raises(ValueError, match="register it with register_prompt"):
         tracker.mirror_prompt_aliases(agent, {"stable": "v404"})
 
@@ -394,7 +399,109 @@ def test_register_checkpoint_is_idempotent_and_mirrors_aliases(tracker, client, 
         "stable": local,
         "canary": None,
     }
-    assert client.get_registered_model(name).aliases == {"stable": str(local)}
+    assert client.get_registered_model(name).aliases == {
+        "stable": str(local),
+        "evoplane-v3": str(first),
+        "evoplane-v4": str(local),
+    }
+
+
+def test_the_experiment_opens_on_its_runs(tracker, client, agent):
+    experiment_id = tracker.experiment_for(agent)
+    tags = client.get_experiment(experiment_id).tags
+    assert tags["mlflow.experimentKind"] == "custom_model_development"
+    assert "one run per evolution" in tags["mlflow.note.content"]
+    # An experiment made before the tag (or by hand) gets it on its next run.
+    older = client.create_experiment(f"evoplane/{agent}-older")
+    assert tracker.experiment_for(f"{agent}-older") == older
+    assert client.get_experiment(older).tags["mlflow.experimentKind"] == "custom_model_development"
+    assert runs_link("http://mlflow/", experiment_id) == (
+        f"http://mlflow/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+    )
+
+
+def test_runs_are_named_by_version_action_and_state(tracker, client, agent):
+    run_id = tracker.start_run(
+        agent=agent,
+        evolution_id=f"evo-{agent}",
+        workflow_id=f"evolution/{agent}",
+        params={"parent_version": f"{agent}@v6"},
+    )
+    assert client.get_run(run_id).info.run_name == "from v6: started"
+    tracker.log_decision(run_id, {"action": "harness", "signals": {}, "scores": {}})
+    tracker.log_params(run_id, {"candidate_version": f"{agent}@v7"})
+    assert tracker.name_run(run_id, "gating") == "v7 harness: gating"
+    tracker.finish(run_id, "promoted", action="harness")
+    assert client.get_run(run_id).info.run_name == "v7 harness: promoted"
+
+    quiet = _start(tracker, f"{agent}-quiet", parent_version=f"{agent}@v6")
+    tracker.log_decision(quiet, {"action": "noop", "signals": {}, "scores": {}})
+    tracker.finish(quiet, "noop")
+    assert client.get_run(quiet).info.run_name == "from v6: noop"
+    back = _start(tracker, f"{agent}-back", parent_version=f"{agent}@v6")
+    tracker.finish(back, "rolled_back", action="rollback")
+    assert client.get_run(back).info.run_name == "from v6 rollback: rolled back"
+
+
+def test_headline_metrics_are_few_and_the_rest_namespaced(tracker, client, agent):
+    run_id = _start(tracker, agent)
+    signals = {"trajectories": 120, "success_rate": 0.6, "reward_mean": 0.55, "drift": 0.1}
+    tracker.log_decision(run_id, {"action": "memory", "signals": signals, "scores": {"noop": 0}})
+    tracker.log_gate(run_id, _gate(0.05, "pass", 0.25), step=1)
+    logged = client.get_run(run_id).data.metrics
+    assert {key for key in logged if "/" not in key} == {
+        "window.trajectories",
+        "window.success_rate",
+        "window.reward_mean",
+        "gate.canary.verdict",
+        "gate.canary.delta",
+    }
+    assert {key.split("/")[0] for key in logged if "/" in key} == {"window", "score", "gate"}
+
+
+def test_registry_versions_carry_evoplanes_number_and_the_run_that_made_them(
+    tracker, client, agent
+):
+    run_id = _start(tracker, agent)
+    harness = {"instructions": "Be brief.", "template": None, "demos": []}
+    tracker.register_prompt(agent, f"{agent}@v1", harness, ["stable"])
+    prompt = tracker.register_prompt(
+        agent, f"{agent}@v7", {**harness, "instructions": "Be kind."}, [], run_id=run_id
+    )
+    model = tracker.register_checkpoint(agent, f"{agent}@v7", "s3://ckpt/7", [], run_id=run_id)
+    names = prompt_name(agent), model_name(agent)
+
+    stored = client.get_prompt_version_by_alias(names[0], "evoplane-v7")
+    assert int(stored.version) == prompt and stored.tags["evoplane.version"] == "v7"
+    assert [int(p.version) for p in client.list_logged_prompts(run_id)] == [prompt]
+    linked = json.loads(client.get_run(run_id).data.tags["mlflow.linkedPrompts"])
+    assert linked == [{"name": names[0], "version": str(prompt)}]  # the run page lists it
+    made = client.get_model_version_by_alias(names[1], "evoplane-v7")
+    assert int(made.version) == model and made.tags["evoplane.version"] == "v7"
+    assert made.run_id == run_id
+
+    tracker.mirror_prompt_aliases(agent, {"stable": f"{agent}@v7"})
+    tracker.mirror_model_aliases(agent, {"stable": f"{agent}@v7"})
+    described = client.get_registered_model(names[1]).description
+    assert f"stable is {agent}@v7 (version {model})" in described
+    prompt_entry = client.search_prompts(f"name = '{names[0]}'")[0]
+    assert f"stable is {agent}@v7 (version {prompt})" in prompt_entry.description
+    assert f"{agent}@v1" not in prompt_entry.description  # the first commit's words are gone
+    # The prompt itself names no version: MLflow would copy the newest version's tags there.
+    assert "evoplane.version_id" not in prompt_entry.tags
+
+
+def test_a_version_id_reused_by_another_registry_is_registered_anew(tracker, client, agent):
+    """Two Evoplane registries (or a rebuilt one) sharing an MLflow both have a `v2`."""
+    name = prompt_name(agent)
+    earlier = tracker.register_prompt(agent, f"{agent}@v2", {"instructions": "Be curt."}, [])
+    ours = tracker.register_prompt(agent, f"{agent}@v2", {"instructions": "Be warm."}, [])
+    assert ours > earlier
+    assert tracker.mirror_prompt_aliases(agent, {"stable": f"{agent}@v2"}) == {"stable": ours}
+    assert client.get_prompt_version_by_alias(name, "stable").template == "Be warm."
+    assert client.get_prompt_version_by_alias(name, "evoplane-v2").template == "Be warm."
+    again = tracker.register_prompt(agent, f"{agent}@v2", {"instructions": "Be warm."}, [])
+    assert again == ours
 
 
 def test_unreachable_mlflow_raises_tracking_unavailable_promptly(monkeypatch):

@@ -142,9 +142,14 @@ def check_mlflow_run(tracker, status) -> None:
     assert tags["temporal.workflow_id"] == status.evolution_id
     assert tags["temporal.ui"].endswith(f"/workflows/{status.evolution_id}")
     assert tags["evoplane.outcome"] == "promoted" and run.info.status == "FINISHED"
-    assert metrics["score.harness"] is not None and "window.trajectories" in metrics
-    assert metrics["gate.canary.verdict"] == 1.0
-    assert "gate.canary.reward.delta" in metrics
+    assert metrics["score/harness"] is not None and "window.trajectories" in metrics
+    assert metrics["gate.canary.verdict"] == 1.0 and "gate.canary.delta" in metrics
+    assert "gate/canary/reward.delta" in metrics
+    assert tags["evoplane.gate.shadow"] == "skipped" and tags["evoplane.gate.canary"] == "pass"
+    number = status.candidate_version.rpartition("@")[2]
+    assert run.info.run_name == f"{number} harness: promoted"
+    experiment = mlflow.get_experiment(run.info.experiment_id)
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
     artifacts = {a.path for a in mlflow.list_artifacts(run.info.run_id)}
     assert {"decision.json", "candidate", "gates"} <= artifacts
     candidate = {a.path for a in mlflow.list_artifacts(run.info.run_id, "candidate")}
@@ -153,6 +158,8 @@ def check_mlflow_run(tracker, status) -> None:
     assert "+Say thanks." in diff
     prompt = mlflow.get_prompt_version_by_alias(f"evoplane-{AGENT}-harness", "stable")
     assert "Say thanks." in prompt.template
+    assert prompt.tags["evoplane.version"] == number and f"evoplane-{number}" in prompt.aliases
+    assert prompt.version in [p.version for p in mlflow.list_logged_prompts(run.info.run_id)]
 
 
 async def test_the_cli_mirrors_the_api(world: World, control, monkeypatch, tmp_path) -> None:
