@@ -28,6 +28,7 @@ __all__ = [
     "prompt_name",
     "quoted",
     "registry_safe",
+    "run_link",
     "run_name",
     "runs_link",
     "short_version",
@@ -120,6 +121,15 @@ def run_name(*, parent: str | None, candidate: str | None, action: str | None, s
     return f"{subject}{doing}: {state.replace('_', ' ')}"
 
 
+# MLflow 3.17's UI keeps a GenAI/ML switch per browser, GenAI unless a link says otherwise.
+_ML_VIEW = "workflowType=machine_learning"
+
+
 def runs_link(ui_url: str, experiment_id: str) -> str:
     """The experiment's runs in MLflow's UI (its machine-learning view, where runs live)."""
-    return f"{ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+    return f"{ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs?{_ML_VIEW}"
+
+
+def run_link(ui_url: str, experiment_id: str, run_id: str) -> str:
+    """One run's page in MLflow's UI, in the same view."""
+    return f"{ui_url.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}?{_ML_VIEW}"

@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from activities.tracking.names import run_link
 from evoplane.control.client import ControlClient
 from evoplane.demo import world
 from evoplane.demo.agent import SupportAgent
@@ -358,7 +359,7 @@ class _Demo:
             experiment = found["run"]["info"]["experiment_id"]
         except (httpx.HTTPError, KeyError, ValueError):
             return f"{self.endpoints.mlflow}/#/runs/{run_id}"
-        return f"{self.endpoints.mlflow}/#/experiments/{experiment}/runs/{run_id}"
+        return run_link(self.endpoints.mlflow, experiment, run_id)
 
 
 def _stage_words(stage: str | None, live: dict[str, Any]) -> str:
