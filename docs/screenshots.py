@@ -79,8 +79,11 @@ def main() -> None:
                 _screenshot(browser, url, args.out / name, budget, data / "chromium")
                 print(f"{args.out / name}  <- {url}")
             if args.keep_up:
-                print("up; Ctrl-C stops")
-                threading.Event().wait()
+                print(f"up: {ui} and {control_url}; Ctrl-C stops")
+                try:
+                    threading.Event().wait()
+                except KeyboardInterrupt:
+                    pass
         finally:
             mlflow.process.stop(grace=5.0)
 
