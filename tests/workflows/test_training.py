@@ -196,5 +196,8 @@ async def test_training_steps_and_the_checkpoint_are_tracked_in_mlflow(
     assert "heldout_reward_after" in run.data.metrics
     # The trained checkpoint is a model version of the agent's registered model.
     registered = mlflow.search_model_versions(f"name='{model_name(AGENT)}'")
-    (trained,) = [v for v in registered if v.tags.get(VERSION_TAG) == status.candidate_version]
+    (trained,) = [v for v in registered if v.run_id == status.mlflow_run_id]  # its run's
+    assert trained.tags[VERSION_TAG] == status.candidate_version
     assert trained.tags[CHECKPOINT_TAG].endswith("/final")
+    aliases = mlflow.get_model_version(model_name(AGENT), trained.version).aliases
+    assert aliases == [f"evoplane-{status.candidate_version.rpartition('@')[2]}"]
