@@ -60,7 +60,8 @@ async def test_a_short_demo_shows_every_claim_on_the_real_stack(stack_settings: 
     # Every evolution is a workflow in Temporal and a run in MLflow with its decision.
     for row in result.rows:
         assert row.temporal_url and row.evolution_id in row.temporal_url
-        run_id = row.mlflow_url.rsplit("/", 1)[-1]
+        assert row.mlflow_url.endswith("?workflowType=machine_learning")  # the runs view
+        run_id = row.mlflow_url.partition("?")[0].rsplit("/", 1)[-1]
         found = httpx.get(
             f"{stack_settings.tracking_uri}/api/2.0/mlflow/artifacts/list",
             params={"run_id": run_id},
