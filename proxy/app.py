@@ -22,6 +22,7 @@ from proxy.config import GatewayConfig
 from proxy.errors import GatewayError, error_body, gateway_error_handler
 from proxy.feedback import EventReport, FeedbackReport, record_event, record_feedback
 from proxy.gateway import Gateway, Served
+from proxy.mcp import McpProxy
 from proxy.otlp import export_traces
 from proxy.protocols import messages_api, responses_api
 from proxy.protocols.serving import (
@@ -57,10 +58,12 @@ def create_app(config: GatewayConfig) -> FastAPI:
         app.state.gateway = gateway
         app.state.responses = ResponseStore(gateway)
         try:
-            yield
+            async with mcp.run(gateway):
+                yield
         finally:
             await gateway.close()
 
+    mcp = McpProxy()
     app = GatewayAPI(title="Evoplane gateway", version="1", lifespan=lifespan)
     app.add_exception_handler(GatewayError, gateway_error_handler)
     app.add_exception_handler(RequestValidationError, _validation_error)
@@ -80,6 +83,7 @@ def create_app(config: GatewayConfig) -> FastAPI:
     app.add_api_route("/v1/export", export, methods=["GET"])
     app.add_api_route("/v1/traces", export_traces, methods=["POST"])
     app.add_api_route("/v1/agents/{agent}/version", agent_version, methods=["GET"])
+    app.router.routes.append(Route("/mcp/{server}", mcp, methods=["GET", "POST", "DELETE"]))
     app.add_api_route("/healthz", health, methods=["GET"])
     return app
 

@@ -25,11 +25,14 @@ from registry import (
     AliasState,
     ApiKeyIdentity,
     Change,
+    McpServer,
+    NotFoundError,
     SessionRoute,
     SessionRouteReader,
     TenantPolicy,
     authenticate,
     current_aliases,
+    get_mcp_server,
     get_memory_items,
     get_session_route,
     get_tenant,
@@ -150,6 +153,17 @@ class Catalog:
             return (await self.read(get_tenant, tenant)).policy
 
         return await self._cached((Change.POLICY.value, tenant), load)
+
+    async def mcp_server(self, name: str) -> McpServer | None:
+        """The registered upstream MCP server called `name`, or None."""
+
+        def load(session: Session) -> McpServer | None:
+            try:
+                return get_mcp_server(session, name)
+            except NotFoundError:
+                return None
+
+        return await self._cached(("mcp_server", name), lambda: self.read(load))
 
     async def aliases(self, agent: str) -> AliasState:
         return await self._cached(("aliases", agent), lambda: self.read(current_aliases, agent))

@@ -40,6 +40,7 @@ class GatewayConfig:
     rate_limit: float | None = None
     upstream_timeout: float = 120.0
     upstream_connect_timeout: float = 5.0
+    mcp_timeout: float = 30.0  # seconds an upstream MCP server may take over one request
     upstream_api_key: str | None = None
     catalog_ttl: float = 2.0
     seal_key: str | None = None  # Fernet key for sealed raw copies (tenants that ask for them)

@@ -46,6 +46,13 @@ from registry.export import (
     export_start,
     purge_expired,
 )
+from registry.mcp_servers import (
+    McpServer,
+    add_mcp_server,
+    get_mcp_server,
+    list_mcp_servers,
+    remove_mcp_server,
+)
 from registry.memory import (
     MemoryItem,
     MemoryKind,
@@ -171,6 +178,7 @@ __all__ = [
     "InvalidRecordError",
     "IssuedApiKey",
     "LlmUsage",
+    "McpServer",
     "MemoryItem",
     "MemoryKind",
     "MemoryStatus",
@@ -194,6 +202,7 @@ __all__ = [
     "TrajectoryWindow",
     "UserTurn",
     "WindowTrajectory",
+    "add_mcp_server",
     "add_memory_item",
     "add_rewards",
     "agent_tenants",
@@ -230,6 +239,7 @@ __all__ = [
     "get_event",
     "get_events",
     "get_evolution",
+    "get_mcp_server",
     "get_memory_items",
     "get_session_route",
     "get_stored_response",
@@ -244,6 +254,7 @@ __all__ = [
     "last_activity",
     "list_agents",
     "list_evolutions",
+    "list_mcp_servers",
     "list_memory_items",
     "list_rewards",
     "list_tenants",
@@ -257,6 +268,7 @@ __all__ = [
     "purge_expired",
     "record_trajectory",
     "register_version",
+    "remove_mcp_server",
     "replies",
     "resolve_version",
     "revoke_api_key",

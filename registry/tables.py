@@ -23,6 +23,7 @@ __all__ = [
     "DeletedResponseRow",
     "EventRow",
     "EvolutionRow",
+    "McpServerRow",
     "MemoryItemRow",
     "RewardRow",
     "SealedEventRow",
@@ -316,3 +317,17 @@ class DeletedResponseRow(SQLModel, table=True):
     id: str = Field(primary_key=True, max_length=200)
     deleted_at: datetime = _time()
     expires_at: datetime | None = _time(default=None, nullable=True)
+
+
+class McpServerRow(SQLModel, table=True):
+    """An upstream MCP server an agent reaches through the gateway (`/mcp/{name}`), and the
+    tenants allowed to use it."""
+
+    __tablename__ = "mcp_server"
+
+    name: str = Field(primary_key=True, max_length=64)
+    agent: str = Field(foreign_key="agent.name", max_length=64, index=True)
+    url: str | None = Field(default=None, nullable=True)
+    command: list[str] | None = _json(default=None, nullable=True)
+    tenants: list[str] = _json(default_factory=list)
+    created_at: datetime = _time()

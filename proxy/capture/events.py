@@ -113,6 +113,9 @@ class SessionState:
     history: list[int] = field(default_factory=list)  # message keys already recorded
     # The tool calls the model asked for, by call id: (its llm_call, the call's document).
     calls: dict[str, tuple[uuid.UUID, dict[str, str]]] = field(default_factory=dict)
+    # Calls whose outcome was recorded first-hand (the MCP proxy ran them): the result the
+    # agent then shows the model is not recorded again.
+    answered: set[str] = field(default_factory=set)
     last_llm_event: uuid.UUID | None = None
     answers: set[str] = field(default_factory=set)  # `answer_key`s this process recorded
     last_request_key: int | None = None
@@ -291,6 +294,8 @@ def begin_exchange(state: SessionState, exchange: Exchange) -> PendingExchange:
     for message in messages[common:]:
         role = message.get("role")
         if role == "tool":
+            if message.get("tool_call_id") in state.answered:
+                continue
             before.append(_tool_result(state, exchange, message, metadata))
         elif role == "user":
             before.append(_user_message(state, exchange, message, metadata))

@@ -1,0 +1,186 @@
+"""MCP calls as ATDP events, through the gateway's governed capture path.
+
+A `tools/call` is a `tool_call` event: the call as the client made it, the outcome as the
+server gave it (result or error, error class), the latency, linked to the llm_call that
+asked for it when the session's model call named the tool. A `tools/list` is a
+`retrieval` event holding the tools as the client saw them. Both are redacted and sealed
+like every event, and a failed call is an implicit reward on the llm_call that asked.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+
+from atdp import EventKind, ReplayClass, Traffic, new_id, utcnow
+from proxy.capture import CaptureRecord
+from proxy.capture.events import EventDocument, SessionState, atdp_name, new_trajectory
+from proxy.capture.tool_results import tool_error_class
+from proxy.gateway import Gateway, sealed_copies
+from proxy.governance import governance_document
+from proxy.signals import implicit_rewards
+from registry import AgentVersion, ApiKeyIdentity, McpServer
+
+__all__ = ["McpCaller", "ToolOutcome", "linked_call", "record_event", "session_of", "tool_event"]
+
+
+@dataclass(frozen=True)
+class McpCaller:
+    """Who calls through `/mcp/{server}`, and the session the calls belong to."""
+
+    identity: ApiKeyIdentity
+    server: McpServer
+    session: str
+
+    @property
+    def tenant(self) -> str:
+        return self.identity.tenant
+
+
+@dataclass
+class ToolOutcome:
+    """What became of a call: the result as returned, or the error."""
+
+    returned: Any = None
+    error_class: str | None = None
+    error_message: str | None = None
+
+    @classmethod
+    def of_result(cls, result: types.CallToolResult) -> ToolOutcome:
+        returned = _returned(result)
+        if not result.is_error:
+            return cls(returned, tool_error_class(returned, name=atdp_name))
+        text = " ".join(c.text for c in result.content if isinstance(c, types.TextContent))
+        error = tool_error_class(returned, name=atdp_name) or "tool_error"
+        return cls(returned, error, text or None)
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "tool_return": self.returned,
+            "error_class": self.error_class,
+            "error_message": self.error_message,
+            "success": self.error_class is None,
+        }
+
+
+def _returned(result: types.CallToolResult) -> Any:
+    """The result's structured content if any, else its text (as JSON when it parses)."""
+    if result.structured_content is not None:
+        return result.structured_content
+    texts = [c.text for c in result.content if isinstance(c, types.TextContent)]
+    if len(texts) == len(result.content) == 1:
+        try:
+            return json.loads(texts[0])
+        except ValueError:
+            return texts[0]
+    return [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content]
+
+
+async def session_of(gateway: Gateway, caller: McpCaller) -> tuple[SessionState, AgentVersion]:
+    """The caller's session and the version serving it: the one its model calls use, or,
+    for a session that starts here, where the router places it."""
+    tenant, agent = caller.tenant, caller.server.agent
+    state = gateway.sessions.get(tenant, agent, caller.session)
+    if state is not None:
+        state.last_seen = time.monotonic()
+        return state, await gateway.catalog.version(state.trajectory.versions.agent_version_id)
+    route = await gateway.router.route(tenant, agent, caller.session)
+    route = await gateway.router.settle(route)
+    state = gateway.sessions.start(new_trajectory(tenant, agent, caller.session, route.version))
+    return state, route.version
+
+
+def linked_call(
+    state: SessionState, tool: str, sent: dict[str, Any] | None, version: AgentVersion
+) -> tuple[uuid.UUID, dict[str, str]] | None:
+    """The session's model call of `tool` this call answers: one with the same arguments
+    (under the server's names) if any, else the oldest unanswered one of that tool."""
+    override = version.spec.tools.tools.get(tool)
+    mapping = override.argument_map if override else {}
+    found = None
+    for call_id, (llm, call) in state.calls.items():
+        if call["name"] != tool or call_id in state.answered:
+            continue
+        if _arguments(call["arguments"], mapping) == (sent or {}):
+            return llm, call
+        found = found or (llm, call)
+    return found
+
+
+def _arguments(text: str, mapping: dict[str, str]) -> Any:
+    try:
+        parsed = json.loads(text or "{}")
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict):
+        return None
+    return {mapping.get(key, key): value for key, value in parsed.items()}
+
+
+def tool_event(
+    state: SessionState,
+    caller: McpCaller,
+    version: AgentVersion,
+    kind: EventKind,
+    *,
+    parent: uuid.UUID | None,
+    latency_ms: float,
+    mcp: dict[str, Any],
+    read_only: bool = False,
+    **parts: Any,
+) -> EventDocument:
+    """An MCP event document (`atdp.Event`'s JSON shape), before governance."""
+    hashes = version.spec.part_hashes()
+    reason = (
+        "a read-only MCP tool: replay may call the live server again"
+        if read_only
+        else "executed by an MCP server; the recorded output can be substituted in replay"
+    )
+    return {
+        "id": str(new_id()),
+        "trajectory_id": str(state.trajectory.id),
+        "seq": state.seq(),
+        "kind": kind.value,
+        "parent_id": None if parent is None else str(parent),
+        "created_at": utcnow().isoformat(),
+        "metadata": {
+            "tenant": caller.tenant,
+            "session": caller.session,
+            "traffic": Traffic.USER.value,
+            "latency_ms": round(latency_ms, 3),
+            "agent_version_id": version.id,
+            "tool_schema_version": hashes["tools"],
+            "guardrail_config_id": hashes["guardrails"],
+            "extra": {"mcp": {"server": caller.server.name, "read_only": read_only, **mcp}},
+        },
+        "replay": {"class": ReplayClass.APPROXIMATE.value, "reason": reason},
+        **parts,
+    }
+
+
+async def record_event(gateway: Gateway, state: SessionState, event: EventDocument) -> None:
+    """Govern, redact (and seal, if the tenant wants it) one event and hand it to the
+    capture writer, with the implicit reward its outcome implies."""
+    tenant = state.trajectory.tenant
+    policy = await gateway.catalog.policy(tenant)
+    event = {
+        **event,
+        "governance": governance_document(policy, training_opt_out=False, now=utcnow()),
+    }
+    stored = gateway.redactor_for(policy).redact_document(event)
+    records: list[CaptureRecord] = []
+    if not state.recorded:
+        records.append(CaptureRecord("trajectory", state.trajectory))
+        state.recorded = True
+    if policy.seal_raw and gateway.config.seal_key:
+        (stored,), sealed = sealed_copies([event], [stored], gateway.config.seal_key)
+        records += [CaptureRecord("sealed", copy) for copy in sealed]
+    records.append(CaptureRecord("event", stored))
+    records += [CaptureRecord("reward", reward) for reward in implicit_rewards([stored])]
+    gateway.writer.submit(records)
+    gateway.remember(tenant, state.trajectory.id, [stored["id"]])

@@ -1,0 +1,240 @@
+"""`/mcp/{server}`: the gateway's MCP proxy, an SDK server whose tools are an upstream's.
+
+Each request is authenticated with the tenant key like every gateway route, and the
+server named in the path must be registered for an agent the key may use, with the
+tenant among those allowed. `tools/list` and `tools/call` go to the upstream through the
+agent version's overlay and guardrails, and are captured; anything malformed is answered
+by the SDK's transport with a JSON-RPC error before a handler (or capture) sees it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import asynccontextmanager
+from typing import Any
+
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
+from starlette.responses import JSONResponse
+
+from atdp import EventKind, new_id
+from proxy.errors import GatewayError
+from proxy.gateway import Gateway
+from proxy.mcp.capture import (
+    McpCaller,
+    ToolOutcome,
+    linked_call,
+    record_event,
+    session_of,
+    tool_event,
+)
+from proxy.mcp.tools import is_blocked, overlaid_tools, upstream_arguments
+from proxy.mcp.upstream import McpUnavailable, UpstreamPool
+
+__all__ = ["TOOL_BLOCKED", "UPSTREAM_UNAVAILABLE", "McpProxy"]
+
+# JSON-RPC server error codes (-32000 to -32099 are the implementation's own).
+UPSTREAM_UNAVAILABLE = -32001
+TOOL_BLOCKED = -32002
+_CALLER = "evoplane.mcp_caller"
+
+
+class McpProxy:
+    """The ASGI app behind `/mcp/{server}`; `run()` holds its sessions and upstreams open."""
+
+    def __init__(self) -> None:
+        self.gateway: Gateway | None = None
+        self.upstreams: UpstreamPool | None = None
+        self.server = Server(
+            "evoplane-gateway",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            # The listing differs per caller (overlays): no caller-blind schema checks.
+            get_tool_input_schema=lambda _name: None,
+        )
+        self.manager = StreamableHTTPSessionManager(self.server, json_response=True)
+
+    @asynccontextmanager
+    async def run(self, gateway: Gateway):
+        config = gateway.config
+        self.gateway = gateway
+        self.upstreams = UpstreamPool(
+            timeout=config.mcp_timeout, connect_timeout=config.upstream_connect_timeout
+        )
+        try:
+            async with self.manager.run():
+                yield
+        finally:
+            await self.upstreams.aclose()
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            caller = await self._caller(scope)
+        except GatewayError as error:
+            response = JSONResponse(
+                _jsonrpc_error(error.message, error.code), status_code=error.status
+            )
+            await response(scope, receive, send)
+            return
+        scope[_CALLER] = caller
+        # MCP sessions belong to the tenant that opened them: another key gets a 404.
+        token = AccessToken(token=str(caller.identity.key_id), client_id=caller.tenant, scopes=[])
+        scope["user"] = AuthenticatedUser(token)
+        await self.manager.handle_request(scope, receive, send)
+
+    async def _caller(self, scope) -> McpCaller:
+        assert self.gateway is not None, "the MCP proxy serves only inside the gateway's lifespan"
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        identity = await self.gateway.access.authenticate(headers.get("authorization"))
+        name = scope["path_params"]["server"]
+        server = await self.gateway.catalog.mcp_server(name)
+        if server is None:
+            raise GatewayError(404, f"No MCP server '{name}'.", code="mcp_server_not_found")
+        if not server.allows(identity.tenant):
+            raise GatewayError(
+                403,
+                f"Tenant '{identity.tenant}' may not use MCP server '{name}' (allow it with "
+                f"`evoplane mcp allow {name} --tenant {identity.tenant}`).",
+                code="mcp_server_not_allowed",
+            )
+        await self.gateway.access.authorize(identity, server.agent)
+        session = (
+            headers.get("x-session-id") or headers.get("mcp-session-id") or f"mcp-{new_id().hex}"
+        )
+        return McpCaller(identity, server, session)
+
+    # --- handlers -----------------------------------------------------------------------
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        caller, gateway = _caller_of(ctx), self.gateway
+        assert gateway is not None and self.upstreams is not None
+        state, version = await session_of(gateway, caller)
+        upstream = self.upstreams.get(caller.server)
+        started = time.perf_counter()
+        try:
+            listing = await upstream.list_tools(params.cursor if params else None)
+        except McpUnavailable as error:
+            outcome = ToolOutcome(None, "upstream_unavailable", str(error))
+            await self._record_listing(caller, state, version, [], outcome, started)
+            raise MCPError(UPSTREAM_UNAVAILABLE, str(error)) from None
+        tools = overlaid_tools(listing.tools, version.spec)
+        await self._record_listing(caller, state, version, tools, ToolOutcome(), started)
+        return types.ListToolsResult(tools=tools, next_cursor=listing.next_cursor)
+
+    async def _record_listing(self, caller, state, version, tools, outcome, started) -> None:
+        specs = [
+            {"name": t.name, "description": t.description, "parameters": t.input_schema}
+            for t in tools
+        ]
+        event = tool_event(
+            state,
+            caller,
+            version,
+            EventKind.RETRIEVAL,
+            parent=state.last_llm_event,
+            latency_ms=(time.perf_counter() - started) * 1000,
+            mcp={"method": "tools/list"},
+            observation={"content": "tools/list", "tools": specs},
+            outcome={**outcome.document(), "tool_return": None},
+        )
+        await record_event(self.gateway, state, event)
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        caller, gateway = _caller_of(ctx), self.gateway
+        assert gateway is not None and self.upstreams is not None
+        state, version = await session_of(gateway, caller)
+        name, arguments = params.name, params.arguments
+        upstream = self.upstreams.get(caller.server)
+        sent = upstream_arguments(name, arguments, version.spec)
+        linked = linked_call(state, name, sent, version)
+        started = time.perf_counter()
+        result: types.CallToolResult | None = None
+        try:
+            if is_blocked(name, version.spec):
+                raise MCPError(
+                    TOOL_BLOCKED,
+                    f"The tool '{name}' is blocked by agent '{caller.server.agent}''s guardrails.",
+                )
+            result = await upstream.call_tool(name, sent)
+            outcome = ToolOutcome.of_result(result)
+        except MCPError as error:
+            outcome = ToolOutcome(None, _error_class(error.code), error.message)
+            await self._record_call(caller, state, version, params, sent, linked, outcome, started)
+            raise
+        except McpUnavailable as error:
+            outcome = ToolOutcome(None, "upstream_unavailable", str(error))
+            await self._record_call(caller, state, version, params, sent, linked, outcome, started)
+            raise MCPError(UPSTREAM_UNAVAILABLE, str(error)) from None
+        await self._record_call(caller, state, version, params, sent, linked, outcome, started)
+        return result
+
+    async def _record_call(
+        self, caller, state, version, params, sent, linked, outcome, started
+    ) -> None:
+        latency_ms = (time.perf_counter() - started) * 1000
+        upstream = self.upstreams.get(caller.server)
+        parent, call_id = (linked[0], linked[1]["id"]) if linked else (state.last_llm_event, None)
+        if call_id is not None:
+            state.answered.add(call_id)
+        arguments = params.arguments or {}
+        mcp: dict[str, Any] = {"method": "tools/call"}
+        if sent != params.arguments:
+            mcp["upstream_arguments"] = sent
+        event = tool_event(
+            state,
+            caller,
+            version,
+            EventKind.TOOL_CALL,
+            parent=parent,
+            latency_ms=latency_ms,
+            mcp=mcp,
+            read_only=upstream.read_only(params.name),
+            action={
+                "type": "tool_call",
+                "call": {
+                    "id": call_id or f"mcp-{new_id().hex}",
+                    "name": params.name,
+                    "arguments": _json(arguments),
+                },
+            },
+            outcome=outcome.document(),
+        )
+        await record_event(self.gateway, state, event)
+
+
+def _caller_of(ctx: ServerRequestContext) -> McpCaller:
+    request = ctx.request
+    caller = request.scope.get(_CALLER) if request is not None else None
+    if caller is None:
+        raise MCPError(types.INTERNAL_ERROR, "The request reached the MCP proxy unauthenticated.")
+    return caller
+
+
+def _error_class(code: int) -> str:
+    return {
+        types.INVALID_PARAMS: "invalid_params",
+        types.METHOD_NOT_FOUND: "method_not_found",
+        types.INTERNAL_ERROR: "server_error",
+        TOOL_BLOCKED: "blocked_by_guardrail",
+    }.get(code, f"mcp_error_{code}")
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _jsonrpc_error(message: str, code: str | None) -> dict:
+    return {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": types.INVALID_REQUEST, "message": message, "data": {"code": code}},
+    }
