@@ -87,6 +87,9 @@ class Settings(BaseSettings):
         default=None, gt=0, description="Requests per second per tenant (burst: 2 s worth)."
     )
     upstream_timeout: float = Field(default=120.0, gt=0)
+    mcp_timeout: float = Field(
+        default=30.0, gt=0, description="Seconds an upstream MCP server may take over a request."
+    )
     upstream_api_key: SecretStr | None = Field(
         default=None, description="Bearer key for OpenAI-compatible upstreams that need one."
     )

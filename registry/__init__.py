@@ -49,6 +49,7 @@ from registry.export import (
 from registry.mcp_servers import (
     McpServer,
     add_mcp_server,
+    allow_mcp_tenant,
     get_mcp_server,
     list_mcp_servers,
     remove_mcp_server,
@@ -208,6 +209,7 @@ __all__ = [
     "agent_tenants",
     "alias_history",
     "aliases_at",
+    "allow_mcp_tenant",
     "append_stage",
     "authenticate",
     "changed_parts",

@@ -17,6 +17,7 @@ from registry.tenants import validate_slug
 __all__ = [
     "McpServer",
     "add_mcp_server",
+    "allow_mcp_tenant",
     "get_mcp_server",
     "list_mcp_servers",
     "remove_mcp_server",
@@ -89,6 +90,19 @@ def list_mcp_servers(session: Session, agent: str | None = None) -> list[McpServ
     if agent is not None:
         query = query.where(McpServerRow.agent == agent)
     return [_server(row) for row in session.exec(query)]
+
+
+def allow_mcp_tenant(session: Session, name: str, tenant: str) -> McpServer:
+    """Let `tenant` use the MCP server `name` too."""
+    row = session.get(McpServerRow, name)
+    if row is None:
+        raise NotFoundError("MCP server", name)
+    if session.get(TenantRow, tenant) is None:
+        raise NotFoundError("tenant", tenant)
+    row.tenants = sorted({*row.tenants, tenant})
+    session.add(row)
+    session.flush()
+    return _server(row)
 
 
 def remove_mcp_server(session: Session, name: str) -> None:

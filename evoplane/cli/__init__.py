@@ -16,6 +16,7 @@ from evoplane.cli import (
     db_cmd,
     demo_cmd,
     gateway_cmd,
+    mcp_cmd,
     model_cmd,
     up_cmd,
     worker_cmd,
@@ -60,6 +61,8 @@ app.add_typer(bench_cmd.app, name="bench")
 app.add_typer(admin_cmd.tenant_app, name="tenant")
 app.add_typer(admin_cmd.key_app, name="key")
 app.add_typer(admin_cmd.agent_app, name="agent")
+app.add_typer(mcp_cmd.app, name="mcp")
+app.command("mcp-bridge")(mcp_cmd.mcp_bridge)
 app.command("export")(data_cmd.export)
 app.command("gc")(data_cmd.gc)
 

@@ -21,6 +21,7 @@ def gateway_config(settings: Settings):
         max_body_bytes=settings.gateway_max_body_bytes,
         rate_limit=settings.gateway_rate_limit,
         upstream_timeout=settings.upstream_timeout,
+        mcp_timeout=settings.mcp_timeout,
         upstream_api_key=settings.upstream_api_key.get_secret_value()
         if settings.upstream_api_key
         else None,
