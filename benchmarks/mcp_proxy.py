@@ -1,0 +1,169 @@
+"""What the gateway's MCP proxy adds to a tool call, side by side with a direct call.
+
+    python -m benchmarks.mcp_proxy [--calls 300] [--rounds 5] [--write]
+
+A real MCP server (tests/support/mcp_upstream.py) in its own process, the gateway (`evoplane
+gateway`, registry on PostgreSQL) with it registered as an agent's MCP server, and the bare
+SDK proxy (benchmarks/mcp_passthrough.py, the floor for any proxy built on the SDK). One SDK
+client per side calls the same read-only tool, one call at a time, the sides interleaved
+round by round so a noisy machine affects all three alike. Each gateway call is captured
+(a governed tool_call event, written by the capture drain).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import AsyncExitStack
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from benchmarks.gateway_latency import pct, prepare_registry, start_gateway, wait_for
+from benchmarks.support import ROOT, drop_schema
+from registry import add_mcp_server, create_db_engine, transaction
+from tests.conftest import free_port
+
+SIDES = ("direct", "sdk floor", "gateway")
+
+
+def start_mcp_upstream() -> tuple[subprocess.Popen, str]:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.support.mcp_upstream", "--http"],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    return process, process.stdout.readline().strip()
+
+
+def start_floor(upstream: str, port: int) -> subprocess.Popen:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.mcp_passthrough", "--upstream", upstream]
+        + ["--port", str(port)],
+        cwd=ROOT,
+    )
+    wait_for(f"http://127.0.0.1:{port}/mcp")
+    return process
+
+
+def client(url: str, headers: dict[str, str] | None = None) -> Client:
+    http = httpx2.AsyncClient(headers=headers or {}, timeout=30)
+    return Client(streamable_http_client(url, http_client=http), cache=None)
+
+
+async def measure(urls: dict[str, tuple[str, dict]], calls: int, rounds: int) -> dict:
+    """Per side: every call's latency (ms), and each round's p50."""
+    latencies = {side: [] for side in urls}
+    medians = {side: [] for side in urls}
+    async with AsyncExitStack() as stack:
+        clients = {
+            side: await stack.enter_async_context(client(url, headers))
+            for side, (url, headers) in urls.items()
+        }
+        for side, opened in clients.items():  # warm up: connections, the gateway's caches
+            for i in range(20):
+                await opened.call_tool("lookup_order", {"order_id": f"W-{i}"})
+        for number in range(rounds):
+            order = list(clients) if number % 2 == 0 else list(reversed(clients))
+            for side in order:
+                taken = []
+                for i in range(calls):
+                    started = time.perf_counter()
+                    await clients[side].call_tool("lookup_order", {"order_id": f"A-{i}"})
+                    taken.append((time.perf_counter() - started) * 1000)
+                latencies[side] += taken
+                medians[side].append(statistics.median(taken))
+    return {"latencies": latencies, "medians": medians}
+
+
+def report(args, result: dict) -> list[str]:
+    latencies, medians = result["latencies"], result["medians"]
+    added = [g - d for g, d in zip(medians["gateway"], medians["direct"], strict=True)]
+    floor = [f - d for f, d in zip(medians["sdk floor"], medians["direct"], strict=True)]
+    lines = [
+        f"## MCP proxy, added latency a tool call ({datetime.now(UTC):%Y-%m-%d}, "
+        f"{platform.machine()}, {_cores()} cores)",
+        "",
+        f"`python -m benchmarks.mcp_proxy --calls {args.calls} --rounds {args.rounds}`: one SDK "
+        "client per side calling a read-only tool of a real MCP server, one call at a time, the "
+        "sides interleaved; the gateway's registry on PostgreSQL, each call captured.",
+        "",
+        "| side | p50 (ms) | p90 (ms) | p99 (ms) | p50 added to a direct call (ms), "
+        "median of rounds (min to max) |",
+        "|---|---|---|---|---|",
+    ]
+    for side in SIDES:
+        values = latencies[side]
+        row = f"| {side} | {pct(values, 0.5):.2f} | {pct(values, 0.9):.2f} | {pct(values, 0.99):.2f} |"
+        if side == "direct":
+            row += " - |"
+        else:
+            deltas = added if side == "gateway" else floor
+            row += f" {statistics.median(deltas):+.2f} ({min(deltas):+.2f} to {max(deltas):+.2f}) |"
+        lines.append(row)
+    return lines
+
+
+def _cores() -> int:
+    import os
+
+    return os.cpu_count() or 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=300, help="calls per side and round")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--write", action="store_true", help="append to benchmarks/RESULTS.md")
+    args = parser.parse_args()
+    logging.disable(logging.WARNING)
+    processes: list[subprocess.Popen] = []
+    upstream_process, upstream = start_mcp_upstream()
+    url, schema, key = prepare_registry("http://127.0.0.1:9/v1")
+    try:
+        engine = create_db_engine(url)
+        with transaction(engine) as session:
+            add_mcp_server(session, "support-bot", "orders", url=upstream, tenants=["acme"])
+        engine.dispose()
+        gateway_port, floor_port = free_port(), free_port()
+        with tempfile.TemporaryDirectory() as data:
+            processes.append(start_gateway(url, Path(data), gateway_port))
+            processes.append(start_floor(upstream, floor_port))
+            urls = {
+                "direct": (upstream, {}),
+                "sdk floor": (f"http://127.0.0.1:{floor_port}/mcp", {}),
+                "gateway": (
+                    f"http://127.0.0.1:{gateway_port}/mcp/orders",
+                    {"Authorization": f"Bearer {key}", "X-Session-Id": "bench"},
+                ),
+            }
+            result = asyncio.run(measure(urls, args.calls, args.rounds))
+    finally:
+        for process in processes:
+            process.terminate()
+            process.wait(timeout=30)
+        upstream_process.stdin.close()
+        upstream_process.wait(timeout=30)
+        drop_schema(schema)
+    lines = report(args, result)
+    print("\n".join(lines))
+    if args.write:
+        with (ROOT / "benchmarks" / "RESULTS.md").open("a") as results:
+            results.write("\n" + "\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
