@@ -40,6 +40,7 @@ from evolution.replay import (
     ToolSimulatorSpec,
     WindowReplay,
     http_tool_simulator,
+    mcp_tool_simulator,
     replay_window,
     tenant_simulator,
 )
@@ -52,7 +53,7 @@ from proxy.governance import Redactor
 from proxy.overlays import apply_overlays, restore_response, served_tools
 from proxy.protocols.messages import chat_request as messages_to_chat
 from proxy.protocols.responses import chat_request as responses_to_chat
-from registry import AgentVersion, get_agent, get_version, transaction
+from registry import AgentVersion, get_agent, get_version, list_mcp_servers, transaction
 
 __all__ = ["ReplayGate"]
 
@@ -153,6 +154,7 @@ class ReplayGate:
         """
         with transaction(self.engine) as session:
             recorded = recorded_cases(session, request.window, per_kind=request.gate.replay_cases)
+            servers = list_mcp_servers(session, request.agent)
         pairs: list = []
         skipped: dict[str, str] = {}
         by_tenant: dict[str, list] = {}
@@ -161,6 +163,12 @@ class ReplayGate:
         for tenant, items in sorted(by_tenant.items()):
             simulator = tenant_simulator(
                 simulators, tenant, partial(self._simulator, agent=request.agent, tenant=tenant)
+            )
+            # Read-only MCP tools answer from their live server, the rest as above.
+            simulator = mcp_tool_simulator(
+                [server for server in servers if server.allows(tenant)],
+                simulator,
+                timeout=self.timeout,
             )
             replayed = await replay_window(
                 items,

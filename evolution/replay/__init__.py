@@ -32,6 +32,7 @@ from evolution.replay.engine import (
     same_action,
     same_tool_calls,
 )
+from evolution.replay.mcp_tools import mcp_tool_simulator
 from evolution.replay.scorers import (
     LLMJudge,
     RecordedOutcome,
@@ -80,6 +81,7 @@ __all__ = [
     "combine",
     "final_answer",
     "http_tool_simulator",
+    "mcp_tool_simulator",
     "parse_judge_score",
     "replay_trajectory",
     "replay_window",
