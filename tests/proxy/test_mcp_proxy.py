@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import socket
 import time
 
@@ -18,41 +17,10 @@ from mcp.shared.exceptions import MCPError
 from sqlalchemy import text
 
 from atdp import EventKind, Guardrails, ToolOverride, ToolSchemaOverlay
-from proxy.config import GatewayConfig
 from proxy.mcp.server import TOOL_BLOCKED, UPSTREAM_UNAVAILABLE
 from registry import add_mcp_server, get_version, list_rewards, transaction
 from tests.proxy.test_gateway_overlays import promote
 from tests.proxy.test_gateway_sdk import LOOKUP, client, stored
-from tests.support.gateway import GatewayServer
-from tests.support.mcp_upstream import McpUpstream
-
-
-@pytest.fixture(autouse=True)
-def _quiet_sdk():
-    logging.getLogger("mcp").setLevel(logging.ERROR)
-    logging.getLogger("httpx").setLevel(logging.WARNING)
-
-
-@pytest.fixture
-def orders():
-    with McpUpstream() as upstream:
-        yield upstream
-
-
-@pytest.fixture
-def mcp_live(world, registry_url, tmp_path, orders):
-    engine, keys = world
-    with transaction(engine) as session:
-        add_mcp_server(session, "support-bot", "orders", url=orders.url, tenants=["acme"])
-    config = GatewayConfig(
-        database_url=registry_url,
-        spool_dir=tmp_path / "spool",
-        upstream_timeout=3.0,
-        upstream_connect_timeout=2.0,
-        mcp_timeout=2.0,
-    )
-    with GatewayServer(config) as server:
-        yield server, engine, keys
 
 
 def mcp_url(server, name: str = "orders") -> str:
