@@ -19,8 +19,20 @@ from sqlalchemy import text
 from atdp import EventKind, Guardrails, ToolOverride, ToolSchemaOverlay
 from proxy.mcp.server import TOOL_BLOCKED, UPSTREAM_UNAVAILABLE
 from registry import add_mcp_server, get_version, list_rewards, transaction
+from tests.conftest import postgres_schema_url
 from tests.proxy.test_gateway_overlays import promote
 from tests.proxy.test_gateway_sdk import LOOKUP, client, stored
+
+
+@pytest.fixture
+def registry_url(request, tmp_path) -> str:
+    """SQLite, or PostgreSQL where a test is parametrized with it."""
+    if getattr(request, "param", "sqlite") == "postgresql":
+        return postgres_schema_url(request.getfixturevalue("postgres_schema"))
+    return f"sqlite:///{tmp_path / 'registry.db'}"
+
+
+both_registries = pytest.mark.parametrize("registry_url", ["sqlite", "postgresql"], indirect=True)
 
 
 def mcp_url(server, name: str = "orders") -> str:
@@ -39,6 +51,7 @@ def run(coroutine):
     return asyncio.run(coroutine)
 
 
+@both_registries
 def test_the_sdk_client_lists_and_calls_through_the_proxy_and_is_captured(mcp_live, orders):
     server, engine, keys = mcp_live
 
@@ -133,6 +146,7 @@ def test_a_failed_call_is_an_implicit_reward_on_the_llm_call_that_asked(mcp_live
     assert ("tool_success", llm.id, False) in [(r.name, r.event_id, r.value.value) for r in rewards]
 
 
+@both_registries
 def test_a_tool_schema_version_renames_a_parameter_for_the_client_only(mcp_live, orders):
     server, engine, keys = mcp_live
     with transaction(engine) as session:
