@@ -57,12 +57,15 @@ class McpProxy:
             # The listing differs per caller (overlays): no caller-blind schema checks.
             get_tool_input_schema=lambda _name: None,
         )
-        self.manager = StreamableHTTPSessionManager(self.server, json_response=True)
+        self.manager: StreamableHTTPSessionManager | None = None
 
     @asynccontextmanager
     async def run(self, gateway: Gateway):
         config = gateway.config
         self.gateway = gateway
+        self.manager = StreamableHTTPSessionManager(
+            self.server, json_response=True, max_request_body_size=config.max_body_bytes
+        )
         self.upstreams = UpstreamPool(
             timeout=config.mcp_timeout, connect_timeout=config.upstream_connect_timeout
         )
@@ -85,6 +88,7 @@ class McpProxy:
         # MCP sessions belong to the tenant that opened them: another key gets a 404.
         token = AccessToken(token=str(caller.identity.key_id), client_id=caller.tenant, scopes=[])
         scope["user"] = AuthenticatedUser(token)
+        assert self.manager is not None
         await self.manager.handle_request(scope, receive, send)
 
     async def _caller(self, scope) -> McpCaller:

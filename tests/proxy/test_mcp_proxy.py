@@ -18,7 +18,7 @@ from sqlalchemy import text
 
 from atdp import EventKind, Guardrails, ToolOverride, ToolSchemaOverlay
 from proxy.mcp.server import TOOL_BLOCKED, UPSTREAM_UNAVAILABLE
-from registry import add_mcp_server, get_version, list_rewards, transaction
+from registry import add_mcp_server, allow_mcp_tenant, get_version, list_rewards, transaction
 from tests.conftest import postgres_schema_url
 from tests.proxy.test_gateway_overlays import promote
 from tests.proxy.test_gateway_sdk import LOOKUP, client, stored
@@ -308,3 +308,71 @@ def test_a_dead_or_silent_upstream_is_a_clear_error_not_a_hang(mcp_live):
         listener.close()
     _, events = stored(server, engine, "acme", "dead-1")
     assert events[-1].outcome.error_class == "upstream_unavailable"
+
+
+def test_an_mcp_session_cannot_be_used_with_another_tenants_key(mcp_live, orders):
+    server, engine, keys = mcp_live
+    with transaction(engine) as session:
+        allow_mcp_tenant(session, "orders", "globex")
+    server.gateway.catalog.forget()
+    headers = {"Accept": "application/json, text/event-stream"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "test", "version": "1"},
+        },
+    }
+    opened = httpx.post(
+        mcp_url(server),
+        json=initialize,
+        headers={**headers, "Authorization": f"Bearer {keys['acme']}"},
+        timeout=10,
+    )
+    assert opened.status_code == 200, opened.text
+    session_id = opened.headers["mcp-session-id"]
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+    session_headers = {
+        **headers,
+        "Mcp-Session-Id": session_id,
+        "Mcp-Protocol-Version": "2025-11-25",
+    }
+    stolen = httpx.post(
+        mcp_url(server),
+        json=listing,
+        headers={**session_headers, "Authorization": f"Bearer {keys['globex']}"},
+        timeout=10,
+    )
+    assert stolen.status_code == 404 and stolen.json()["error"]["message"]
+    own = httpx.post(
+        mcp_url(server),
+        json=listing,
+        headers={**session_headers, "Authorization": f"Bearer {keys['acme']}"},
+        timeout=10,
+    )
+    assert own.status_code == 200, own.text
+    assert {t["name"] for t in own.json()["result"]["tools"]} == {"lookup_order", "refund"}
+
+
+def test_a_body_over_the_gateways_limit_is_refused(mcp_live, orders):
+    server, engine, keys = mcp_live
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "lookup_order", "arguments": {"order_id": "x" * (5 * 2**20)}},
+    }
+    response = httpx.post(
+        mcp_url(server),
+        json=call,
+        headers={
+            "Authorization": f"Bearer {keys['acme']}",
+            "Accept": "application/json, text/event-stream",
+        },
+        timeout=30,
+    )
+    assert response.status_code == 413
+    assert orders.received == []
