@@ -22,7 +22,7 @@ from proxy.config import GatewayConfig
 from proxy.errors import GatewayError, error_body, gateway_error_handler
 from proxy.feedback import EventReport, FeedbackReport, record_event, record_feedback
 from proxy.gateway import Gateway, Served
-from proxy.mcp import McpProxy
+from proxy.mcp import McpRoute
 from proxy.otlp import export_traces
 from proxy.protocols import messages_api, responses_api
 from proxy.protocols.serving import (
@@ -57,13 +57,14 @@ def create_app(config: GatewayConfig) -> FastAPI:
         await gateway.start()
         app.state.gateway = gateway
         app.state.responses = ResponseStore(gateway)
+        mcp.bind(gateway)
         try:
-            async with mcp.run(gateway):
-                yield
+            yield
         finally:
+            await mcp.aclose()
             await gateway.close()
 
-    mcp = McpProxy()
+    mcp = McpRoute()
     app = GatewayAPI(title="Evoplane gateway", version="1", lifespan=lifespan)
     app.add_exception_handler(GatewayError, gateway_error_handler)
     app.add_exception_handler(RequestValidationError, _validation_error)

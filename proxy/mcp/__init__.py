@@ -1,5 +1,8 @@
-"""The gateway's MCP proxy: upstream MCP servers' tools, governed, overlaid and captured."""
+"""The gateway's MCP proxy: upstream MCP servers' tools, governed, overlaid and captured.
 
-from proxy.mcp.server import McpProxy
+`proxy.mcp.server` holds the proxy itself; the gateway mounts it through `McpRoute`, which
+loads it (and the `mcp` SDK) on first use."""
 
-__all__ = ["McpProxy"]
+from proxy.mcp.route import McpRoute
+
+__all__ = ["McpRoute"]
