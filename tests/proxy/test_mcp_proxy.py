@@ -264,6 +264,18 @@ def test_bad_json_rpc_gets_a_json_rpc_error_and_writes_nothing(mcp_live, orders)
         assert 400 <= response.status_code < 500, response.text
         error = response.json()["error"]
         assert isinstance(error["code"], int) and error["message"]
+    # Well-formed JSON-RPC whose params do not validate: refused before any handler runs.
+    modern = {**headers, "Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call"}
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    for params in ({"name": 5, "_meta": meta}, {"arguments": {}, "_meta": meta}):
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
+        response = httpx.post(mcp_url(server), json=call, headers=modern, timeout=10)
+        error = response.json()["error"]
+        assert error["code"] < 0 and error["message"] and response.json()["id"] == 7, response.text
     assert orders.received == []
     server.flush()
     with engine.connect() as connection:
