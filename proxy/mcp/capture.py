@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types as types
@@ -26,7 +26,16 @@ from proxy.governance import governance_document
 from proxy.signals import implicit_rewards
 from registry import AgentVersion, ApiKeyIdentity, McpServer
 
-__all__ = ["McpCaller", "ToolOutcome", "linked_call", "record_event", "session_of", "tool_event"]
+__all__ = [
+    "McpCaller",
+    "McpExchange",
+    "ToolOutcome",
+    "call_event",
+    "linked_call",
+    "listing_event",
+    "record_event",
+    "session_of",
+]
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,24 @@ class McpCaller:
     @property
     def tenant(self) -> str:
         return self.identity.tenant
+
+
+@dataclass
+class McpExchange:
+    """One MCP request of a session: who asks, the session's state, the version serving it,
+    and when the upstream was asked."""
+
+    caller: McpCaller
+    state: SessionState
+    version: AgentVersion
+    started: float = field(default_factory=time.perf_counter)
+
+    def restart(self) -> None:
+        self.started = time.perf_counter()
+
+    @property
+    def latency_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
 
 
 @dataclass
@@ -81,18 +108,19 @@ def _returned(result: types.CallToolResult) -> Any:
     return [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content]
 
 
-async def session_of(gateway: Gateway, caller: McpCaller) -> tuple[SessionState, AgentVersion]:
+async def session_of(gateway: Gateway, caller: McpCaller) -> McpExchange:
     """The caller's session and the version serving it: the one its model calls use, or,
     for a session that starts here, where the router places it."""
     tenant, agent = caller.tenant, caller.server.agent
     state = gateway.sessions.get(tenant, agent, caller.session)
     if state is not None:
         state.last_seen = time.monotonic()
-        return state, await gateway.catalog.version(state.trajectory.versions.agent_version_id)
+        version = await gateway.catalog.version(state.trajectory.versions.agent_version_id)
+        return McpExchange(caller, state, version)
     route = await gateway.router.route(tenant, agent, caller.session)
     route = await gateway.router.settle(route)
     state = gateway.sessions.start(new_trajectory(tenant, agent, caller.session, route.version))
-    return state, route.version
+    return McpExchange(caller, state, route.version)
 
 
 def linked_call(
@@ -122,19 +150,68 @@ def _arguments(text: str, mapping: dict[str, str]) -> Any:
     return {mapping.get(key, key): value for key, value in parsed.items()}
 
 
-def tool_event(
-    state: SessionState,
-    caller: McpCaller,
-    version: AgentVersion,
+def listing_event(
+    exchange: McpExchange, tools: list[types.Tool], outcome: ToolOutcome
+) -> EventDocument:
+    """A `tools/list` as a `retrieval` event: the tools as the client saw them."""
+    specs = [
+        {"name": t.name, "description": t.description, "parameters": t.input_schema} for t in tools
+    ]
+    return _event(
+        exchange,
+        EventKind.RETRIEVAL,
+        parent=exchange.state.last_llm_event,
+        mcp={"method": "tools/list"},
+        observation={"content": "tools/list", "tools": specs},
+        outcome={**outcome.document(), "tool_return": None},
+    )
+
+
+def call_event(
+    exchange: McpExchange,
+    params: types.CallToolRequestParams,
+    sent: dict[str, Any] | None,
+    linked: tuple[uuid.UUID, dict[str, str]] | None,
+    outcome: ToolOutcome,
+    *,
+    read_only: bool,
+) -> EventDocument:
+    """A `tools/call` as a `tool_call` event: the call as the client made it (under the id
+    of the model's call it answers, when one did), linked to the llm_call that asked."""
+    state = exchange.state
+    parent, call_id = (linked[0], linked[1]["id"]) if linked else (state.last_llm_event, None)
+    if call_id is not None:
+        state.answered.add(call_id)
+    mcp: dict[str, Any] = {"method": "tools/call"}
+    if sent != params.arguments:
+        mcp["upstream_arguments"] = sent
+    call = {
+        "id": call_id or f"mcp-{new_id().hex}",
+        "name": atdp_name(params.name),
+        "arguments": json.dumps(params.arguments or {}, ensure_ascii=False),
+    }
+    return _event(
+        exchange,
+        EventKind.TOOL_CALL,
+        parent=parent,
+        mcp=mcp,
+        read_only=read_only,
+        action={"type": "tool_call", "call": call},
+        outcome=outcome.document(),
+    )
+
+
+def _event(
+    exchange: McpExchange,
     kind: EventKind,
     *,
     parent: uuid.UUID | None,
-    latency_ms: float,
     mcp: dict[str, Any],
     read_only: bool = False,
     **parts: Any,
 ) -> EventDocument:
     """An MCP event document (`atdp.Event`'s JSON shape), before governance."""
+    state, caller, version = exchange.state, exchange.caller, exchange.version
     hashes = version.spec.part_hashes()
     reason = (
         "a read-only MCP tool: replay may call the live server again"
@@ -152,7 +229,7 @@ def tool_event(
             "tenant": caller.tenant,
             "session": caller.session,
             "traffic": Traffic.USER.value,
-            "latency_ms": round(latency_ms, 3),
+            "latency_ms": round(exchange.latency_ms, 3),
             "agent_version_id": version.id,
             "tool_schema_version": hashes["tools"],
             "guardrail_config_id": hashes["guardrails"],

@@ -9,10 +9,7 @@ by the SDK's transport with a JSON-RPC error before a handler (or capture) sees 
 
 from __future__ import annotations
 
-import json
-import time
 from contextlib import asynccontextmanager
-from typing import Any
 
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
@@ -22,16 +19,17 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from starlette.responses import JSONResponse
 
-from atdp import EventKind, new_id
+from atdp import new_id
 from proxy.errors import GatewayError
 from proxy.gateway import Gateway
 from proxy.mcp.capture import (
     McpCaller,
     ToolOutcome,
+    call_event,
     linked_call,
+    listing_event,
     record_event,
     session_of,
-    tool_event,
 )
 from proxy.mcp.tools import is_blocked, overlaid_tools, upstream_arguments
 from proxy.mcp.upstream import McpUnavailable, UpstreamPool
@@ -117,102 +115,52 @@ class McpProxy:
     async def _list_tools(
         self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        caller, gateway = _caller_of(ctx), self.gateway
-        assert gateway is not None and self.upstreams is not None
-        state, version = await session_of(gateway, caller)
-        upstream = self.upstreams.get(caller.server)
-        started = time.perf_counter()
+        assert self.gateway is not None and self.upstreams is not None
+        exchange = await session_of(self.gateway, _caller_of(ctx))
+        upstream = self.upstreams.get(exchange.caller.server)
+        exchange.restart()
         try:
             listing = await upstream.list_tools(params.cursor if params else None)
         except McpUnavailable as error:
             outcome = ToolOutcome(None, "upstream_unavailable", str(error))
-            await self._record_listing(caller, state, version, [], outcome, started)
+            await record_event(self.gateway, exchange.state, listing_event(exchange, [], outcome))
             raise MCPError(UPSTREAM_UNAVAILABLE, str(error)) from None
-        tools = overlaid_tools(listing.tools, version.spec)
-        await self._record_listing(caller, state, version, tools, ToolOutcome(), started)
+        tools = overlaid_tools(listing.tools, exchange.version.spec)
+        event = listing_event(exchange, tools, ToolOutcome())
+        await record_event(self.gateway, exchange.state, event)
         return types.ListToolsResult(tools=tools, next_cursor=listing.next_cursor)
-
-    async def _record_listing(self, caller, state, version, tools, outcome, started) -> None:
-        specs = [
-            {"name": t.name, "description": t.description, "parameters": t.input_schema}
-            for t in tools
-        ]
-        event = tool_event(
-            state,
-            caller,
-            version,
-            EventKind.RETRIEVAL,
-            parent=state.last_llm_event,
-            latency_ms=(time.perf_counter() - started) * 1000,
-            mcp={"method": "tools/list"},
-            observation={"content": "tools/list", "tools": specs},
-            outcome={**outcome.document(), "tool_return": None},
-        )
-        await record_event(self.gateway, state, event)
 
     async def _call_tool(
         self, ctx: ServerRequestContext, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        caller, gateway = _caller_of(ctx), self.gateway
-        assert gateway is not None and self.upstreams is not None
-        state, version = await session_of(gateway, caller)
-        name, arguments = params.name, params.arguments
-        upstream = self.upstreams.get(caller.server)
-        sent = upstream_arguments(name, arguments, version.spec)
-        linked = linked_call(state, name, sent, version)
-        started = time.perf_counter()
-        result: types.CallToolResult | None = None
+        assert self.gateway is not None and self.upstreams is not None
+        exchange = await session_of(self.gateway, _caller_of(ctx))
+        spec, server = exchange.version.spec, exchange.caller.server
+        upstream = self.upstreams.get(server)
+        sent = upstream_arguments(params.name, params.arguments, spec)
+        linked = linked_call(exchange.state, params.name, sent, exchange.version)
+        exchange.restart()
+        failure: MCPError | None = None
         try:
-            if is_blocked(name, version.spec):
+            if is_blocked(params.name, spec):
                 raise MCPError(
                     TOOL_BLOCKED,
-                    f"The tool '{name}' is blocked by agent '{caller.server.agent}''s guardrails.",
+                    f"The tool '{params.name}' is blocked by agent '{server.agent}''s guardrails.",
                 )
-            result = await upstream.call_tool(name, sent)
+            result = await upstream.call_tool(params.name, sent)
             outcome = ToolOutcome.of_result(result)
         except MCPError as error:
-            outcome = ToolOutcome(None, _error_class(error.code), error.message)
-            await self._record_call(caller, state, version, params, sent, linked, outcome, started)
-            raise
+            outcome, failure = ToolOutcome(None, _error_class(error.code), error.message), error
         except McpUnavailable as error:
             outcome = ToolOutcome(None, "upstream_unavailable", str(error))
-            await self._record_call(caller, state, version, params, sent, linked, outcome, started)
-            raise MCPError(UPSTREAM_UNAVAILABLE, str(error)) from None
-        await self._record_call(caller, state, version, params, sent, linked, outcome, started)
-        return result
-
-    async def _record_call(
-        self, caller, state, version, params, sent, linked, outcome, started
-    ) -> None:
-        latency_ms = (time.perf_counter() - started) * 1000
-        upstream = self.upstreams.get(caller.server)
-        parent, call_id = (linked[0], linked[1]["id"]) if linked else (state.last_llm_event, None)
-        if call_id is not None:
-            state.answered.add(call_id)
-        arguments = params.arguments or {}
-        mcp: dict[str, Any] = {"method": "tools/call"}
-        if sent != params.arguments:
-            mcp["upstream_arguments"] = sent
-        event = tool_event(
-            state,
-            caller,
-            version,
-            EventKind.TOOL_CALL,
-            parent=parent,
-            latency_ms=latency_ms,
-            mcp=mcp,
-            read_only=upstream.read_only(params.name),
-            action={
-                "type": "tool_call",
-                "call": {
-                    "id": call_id or f"mcp-{new_id().hex}",
-                    "name": params.name,
-                    "arguments": _json(arguments),
-                },
-            },
-            outcome=outcome.document(),
+            failure = MCPError(UPSTREAM_UNAVAILABLE, str(error))
+        event = call_event(
+            exchange, params, sent, linked, outcome, read_only=upstream.read_only(params.name)
         )
-        await record_event(self.gateway, state, event)
+        await record_event(self.gateway, exchange.state, event)
+        if failure is not None:
+            raise failure
+        return result
 
 
 def _caller_of(ctx: ServerRequestContext) -> McpCaller:
@@ -230,10 +178,6 @@ def _error_class(code: int) -> str:
         types.INTERNAL_ERROR: "server_error",
         TOOL_BLOCKED: "blocked_by_guardrail",
     }.get(code, f"mcp_error_{code}")
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _jsonrpc_error(message: str, code: str | None) -> dict:
