@@ -15,7 +15,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -65,9 +67,10 @@ def client(url: str, headers: dict[str, str] | None = None) -> Client:
 
 
 async def measure(urls: dict[str, tuple[str, dict]], calls: int, rounds: int) -> dict:
-    """Per side: every call's latency (ms), and each round's p50."""
-    latencies = {side: [] for side in urls}
-    medians = {side: [] for side in urls}
+    """Per side, every call's latency (ms). The sides take turns call by call (in a rotating
+    order), so a load that comes and goes on a shared host weighs on all three alike; call
+    `i` of each side forms a triple, compared pairwise."""
+    latencies: dict[str, list[float]] = {side: [] for side in urls}
     async with AsyncExitStack() as stack:
         clients = {
             side: await stack.enter_async_context(client(url, headers))
@@ -76,52 +79,48 @@ async def measure(urls: dict[str, tuple[str, dict]], calls: int, rounds: int) ->
         for opened in clients.values():  # warm up: connections, the gateway's caches
             for i in range(20):
                 await opened.call_tool("lookup_order", {"order_id": f"W-{i}"})
-        for number in range(rounds):
-            order = list(clients) if number % 2 == 0 else list(reversed(clients))
-            for side in order:
-                taken = []
-                for i in range(calls):
-                    started = time.perf_counter()
-                    await clients[side].call_tool("lookup_order", {"order_id": f"A-{i}"})
-                    taken.append((time.perf_counter() - started) * 1000)
-                latencies[side] += taken
-                medians[side].append(statistics.median(taken))
-    return {"latencies": latencies, "medians": medians}
+        sides = list(clients)
+        for i in range(calls * rounds):
+            shift = i % len(sides)
+            for side in sides[shift:] + sides[:shift]:
+                started = time.perf_counter()
+                await clients[side].call_tool("lookup_order", {"order_id": f"A-{i}"})
+                latencies[side].append((time.perf_counter() - started) * 1000)
+    return latencies
 
 
-def report(args, result: dict) -> list[str]:
-    latencies, medians = result["latencies"], result["medians"]
-    added = [g - d for g, d in zip(medians["gateway"], medians["direct"], strict=True)]
-    floor = [f - d for f, d in zip(medians["sdk floor"], medians["direct"], strict=True)]
+def added(latencies: dict[str, list[float]], side: str) -> tuple[float, float, float]:
+    """The median of `side`'s call-by-call excess over the direct call, with a 90% bootstrap
+    interval."""
+    deltas = [s - d for s, d in zip(latencies[side], latencies["direct"], strict=True)]
+    rng = random.Random(0)
+    medians = sorted(statistics.median(rng.choices(deltas, k=len(deltas))) for _ in range(400))
+    return statistics.median(deltas), medians[20], medians[379]
+
+
+def report(args, latencies: dict[str, list[float]]) -> list[str]:
+    load = os.getloadavg()[0]
     lines = [
         f"## MCP proxy, added latency a tool call ({datetime.now(UTC):%Y-%m-%d}, "
-        f"{platform.machine()}, {_cores()} cores)",
+        f"{platform.machine()}, {os.cpu_count()} cores, load {load:.1f})",
         "",
         f"`python -m benchmarks.mcp_proxy --calls {args.calls} --rounds {args.rounds}`: one SDK "
         "client per side calling a read-only tool of a real MCP server, one call at a time, the "
-        "sides interleaved; the gateway's registry on PostgreSQL, each call captured.",
+        "sides taking turns call by call; the gateway's registry on PostgreSQL, each call "
+        "captured.",
         "",
-        "| side | p50 (ms) | p90 (ms) | p99 (ms) | p50 added to a direct call (ms), "
-        "median of rounds (min to max) |",
+        "| side | p50 (ms) | p90 (ms) | p99 (ms) | added to the direct call, median of the "
+        "paired differences (90% interval), ms |",
         "|---|---|---|---|---|",
     ]
     for side in SIDES:
-        values = latencies[side]
-        cells = " | ".join(f"{pct(values, q):.2f}" for q in (0.5, 0.9, 0.99))
-        row = f"| {side} | {cells} |"
-        if side == "direct":
-            row += " - |"
-        else:
-            deltas = added if side == "gateway" else floor
-            row += f" {statistics.median(deltas):+.2f} ({min(deltas):+.2f} to {max(deltas):+.2f}) |"
-        lines.append(row)
+        cells = " | ".join(f"{pct(latencies[side], q):.2f}" for q in (0.5, 0.9, 0.99))
+        extra = "-"
+        if side != "direct":
+            median, low, high = added(latencies, side)
+            extra = f"{median:+.2f} ({low:+.2f} to {high:+.2f})"
+        lines.append(f"| {side} | {cells} | {extra} |")
     return lines
-
-
-def _cores() -> int:
-    import os
-
-    return os.cpu_count() or 0
 
 
 def main() -> None:
@@ -151,7 +150,7 @@ def main() -> None:
                     {"Authorization": f"Bearer {key}", "X-Session-Id": "bench"},
                 ),
             }
-            result = asyncio.run(measure(urls, args.calls, args.rounds))
+            latencies = asyncio.run(measure(urls, args.calls, args.rounds))
     finally:
         for process in processes:
             process.terminate()
@@ -159,7 +158,7 @@ def main() -> None:
         upstream_process.stdin.close()
         upstream_process.wait(timeout=30)
         drop_schema(schema)
-    lines = report(args, result)
+    lines = report(args, latencies)
     print("\n".join(lines))
     if args.write:
         with (ROOT / "benchmarks" / "RESULTS.md").open("a") as results:
