@@ -17,11 +17,14 @@ from mcp.shared.exceptions import MCPError
 from sqlalchemy import text
 
 from atdp import EventKind, Guardrails, ToolOverride, ToolSchemaOverlay
+from proxy.config import GatewayConfig
 from proxy.mcp.server import TOOL_BLOCKED, UPSTREAM_UNAVAILABLE
 from registry import add_mcp_server, allow_mcp_tenant, get_version, list_rewards, transaction
 from tests.conftest import postgres_schema_url
 from tests.proxy.test_gateway_overlays import promote
 from tests.proxy.test_gateway_sdk import LOOKUP, client, stored
+from tests.support.gateway import GatewayServer
+from tests.support.mcp_upstream import McpUpstream
 
 
 @pytest.fixture
@@ -388,3 +391,33 @@ def test_a_body_over_the_gateways_limit_is_refused(mcp_live, orders):
     )
     assert response.status_code == 413
     assert orders.received == []
+
+
+def test_a_call_the_upstream_does_not_answer_in_time_fails_and_the_next_one_works(
+    world, registry_url, tmp_path
+):
+    engine, keys = world
+    with McpUpstream(slow=True) as slow:
+        with transaction(engine) as session:
+            add_mcp_server(session, "support-bot", "slow", url=slow.url, tenants=["acme"])
+        config = GatewayConfig(
+            database_url=registry_url, spool_dir=tmp_path / "spool", mcp_timeout=1.5
+        )
+        with GatewayServer(config) as server:
+
+            async def calls():
+                async with mcp_client(server, keys["acme"], "slow-1", name="slow") as mcp:
+                    started = time.monotonic()
+                    with pytest.raises(MCPError) as failed:
+                        await mcp.call_tool("wait", {"seconds": 30})
+                    waited = time.monotonic() - started
+                    after = await mcp.call_tool("wait", {"seconds": 0})
+                    return failed.value, waited, after
+
+            failed, waited, after = run(calls())
+            _, events = stored(server, engine, "acme", "slow-1")
+    assert failed.code == UPSTREAM_UNAVAILABLE and "did not answer in 1.5 s" in failed.message
+    assert waited < 10
+    assert not after.is_error and after.content[0].text == "done"
+    calls = [e for e in events if e.kind is EventKind.TOOL_CALL]
+    assert [e.outcome.error_class for e in calls] == ["upstream_unavailable", None]

@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 
+import anyio
 import mcp_types as types
 import uvicorn
 from mcp.server import MCPServer
@@ -25,9 +26,21 @@ from mcp.server.transport_security import TransportSecuritySettings
 __all__ = ["McpUpstream", "order_server"]
 
 
-def order_server(received: list[tuple[str, dict]] | None = None) -> MCPServer:
+def order_server(
+    received: list[tuple[str, dict]] | None = None, *, slow: bool = False
+) -> MCPServer:
+    """The order tools; `slow` adds `wait`, a tool that takes as long as it is told."""
     received = received if received is not None else []
     server = MCPServer("orders")
+
+    if slow:
+
+        @server.tool()
+        async def wait(seconds: float) -> str:
+            """Wait, then answer."""
+            received.append(("wait", {"seconds": seconds}))
+            await anyio.sleep(seconds)
+            return "done"
 
     @server.tool(annotations=types.ToolAnnotations(read_only_hint=True))
     def lookup_order(order_id: str) -> dict:
@@ -49,9 +62,9 @@ def order_server(received: list[tuple[str, dict]] | None = None) -> MCPServer:
 class McpUpstream:
     """`with McpUpstream() as up:` -> `up.url` ("http://127.0.0.1:PORT/mcp"), `up.received`."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, slow: bool = False) -> None:
         self.received: list[tuple[str, dict]] = []
-        server = order_server(self.received)
+        server = order_server(self.received, slow=slow)
         app = server.streamable_http_app(
             json_response=True,
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
