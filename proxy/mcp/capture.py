@@ -155,7 +155,8 @@ def listing_event(
 ) -> EventDocument:
     """A `tools/list` as a `retrieval` event: the tools as the client saw them."""
     specs = [
-        {"name": t.name, "description": t.description, "parameters": t.input_schema} for t in tools
+        {"name": atdp_name(t.name), "description": t.description, "parameters": t.input_schema}
+        for t in tools
     ]
     return _event(
         exchange,
