@@ -421,3 +421,21 @@ def test_a_call_the_upstream_does_not_answer_in_time_fails_and_the_next_one_work
     assert not after.is_error and after.content[0].text == "done"
     calls = [e for e in events if e.kind is EventKind.TOOL_CALL]
     assert [e.outcome.error_class for e in calls] == ["upstream_unavailable", None]
+
+
+def test_mcp_events_are_redacted_like_every_event(mcp_live, orders):
+    server, engine, keys = mcp_live
+    email = "jane.doe@example.com"
+
+    async def call():
+        async with mcp_client(server, keys["acme"], "redacted-1") as mcp:
+            return await mcp.call_tool("lookup_order", {"order_id": email})
+
+    result = run(call())
+    assert email in result.content[0].text  # the agent is served the real answer
+    assert orders.received == [("lookup_order", {"order_id": email})]
+    _, events = stored(server, engine, "acme", "redacted-1")
+    (event,) = [e for e in events if e.kind is EventKind.TOOL_CALL]
+    stored_text = event.model_dump_json()
+    assert email not in stored_text and "[REDACTED:" in stored_text
+    assert event.governance.redaction == "redacted"
