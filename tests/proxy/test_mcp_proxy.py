@@ -19,7 +19,18 @@ from sqlalchemy import text
 from atdp import EventKind, Guardrails, ToolOverride, ToolSchemaOverlay
 from proxy.config import GatewayConfig
 from proxy.mcp.server import TOOL_BLOCKED, UPSTREAM_UNAVAILABLE
-from registry import add_mcp_server, allow_mcp_tenant, get_version, list_rewards, transaction
+from registry import (
+    TenantPolicy,
+    add_mcp_server,
+    allow_mcp_tenant,
+    create_api_key,
+    create_tenant,
+    get_version,
+    grant_agent,
+    list_rewards,
+    transaction,
+    unseal_event,
+)
 from tests.conftest import postgres_schema_url
 from tests.proxy.test_gateway_overlays import promote
 from tests.proxy.test_gateway_sdk import LOOKUP, client, stored
@@ -439,3 +450,31 @@ def test_mcp_events_are_redacted_like_every_event(mcp_live, orders):
     stored_text = event.model_dump_json()
     assert email not in stored_text and "[REDACTED:" in stored_text
     assert event.governance.redaction == "redacted"
+
+
+def test_a_tenant_that_seals_gets_the_raw_mcp_call_sealed(world, registry_url, tmp_path, orders):
+    from cryptography.fernet import Fernet
+
+    engine, _ = world
+    with transaction(engine) as session:
+        create_tenant(session, "vault", TenantPolicy(seal_raw=True, sealed_readers=["trainer"]))
+        grant_agent(session, "vault", "support-bot")
+        key = create_api_key(session, "vault").key
+        add_mcp_server(session, "support-bot", "orders", url=orders.url, tenants=["vault"])
+    seal_key = Fernet.generate_key().decode()
+    config = GatewayConfig(database_url=registry_url, spool_dir=tmp_path / "s", seal_key=seal_key)
+    email = "jane.doe@example.com"
+    with GatewayServer(config) as server:
+
+        async def call():
+            async with mcp_client(server, key, "vault-mcp") as mcp:
+                await mcp.call_tool("lookup_order", {"order_id": email})
+
+        run(call())
+        _, events = stored(server, engine, "vault", "vault-mcp")
+    (event,) = [e for e in events if e.kind is EventKind.TOOL_CALL]
+    assert email not in event.model_dump_json()
+    assert event.governance.sealed_ref == f"sealed:{event.id}"
+    with transaction(engine) as session:
+        opened = unseal_event(session, "vault", event.id, key=seal_key, reader="trainer")
+    assert json.loads(opened.action.call.arguments) == {"order_id": email}
