@@ -7,10 +7,17 @@ extra), so importing the gateway or the trainer's modules stays light.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
-__all__ = ["eos_ids", "load_checkpoint", "max_positions"]
+__all__ = ["LOADING", "eos_ids", "load_checkpoint", "max_positions"]
+
+# transformers builds a model under a process-wide meta-device context and fills it in
+# afterwards: two loads in threads at once left each other's weights on the meta device
+# ("Cannot copy out of meta tensor", huggingface/transformers#41782). One at a time:
+# whatever else builds a model from weights in a thread holds it too.
+LOADING = threading.Lock()
 
 
 def load_checkpoint(
@@ -39,17 +46,18 @@ def load_checkpoint(
             raise FileNotFoundError(f"{path} is not a directory")
     if device.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(f"device {device!r} asked for, but torch sees no CUDA device")
-    tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint_dir)
     # transformers 5 renamed the argument (and defaults to the checkpoint's own dtype).
     dtype_kwarg = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        checkpoint_dir, **{dtype_kwarg: getattr(torch, dtype)}
-    )
-    if adapter_dir:
-        from peft import PeftModel
+    with LOADING:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint_dir)
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            checkpoint_dir, **{dtype_kwarg: getattr(torch, dtype)}
+        )
+        if adapter_dir:
+            from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, adapter_dir)
-    return model.to(device).eval(), tokenizer
+            model = PeftModel.from_pretrained(model, adapter_dir)
+        return model.to(device).eval(), tokenizer
 
 
 def eos_ids(model: Any, tokenizer: Any) -> frozenset[int]:

@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from evolution.lm.checkpoint import LOADING
 from evolution.rl.config import LoraSettings, TrainConfig
 from evolution.rl.loop import TrainingModels
 from evolution.rl.policy import Policy
@@ -64,7 +65,8 @@ def _with_adapter(model: Any, resume: Path | None, lora: LoraSettings) -> Any:
     from peft import LoraConfig, PeftModel, get_peft_model
 
     if resume is not None:
-        return PeftModel.from_pretrained(model, resume / "adapter", is_trainable=True)
+        with LOADING:  # built on the meta device like a checkpoint (see LOADING)
+            return PeftModel.from_pretrained(model, resume / "adapter", is_trainable=True)
     adapter = LoraConfig(
         r=lora.rank,
         lora_alpha=lora.alpha,

@@ -33,3 +33,19 @@ def test_the_context_length_is_read_through_an_adapter() -> None:
     adapted = SimpleNamespace(get_base_model=lambda: base)
     assert max_positions(adapted) == max_positions(base) == 2048
     assert max_positions(SimpleNamespace(config=SimpleNamespace())) is None
+
+
+def test_checkpoints_loaded_from_several_threads_at_once_all_load(tmp_path) -> None:
+    """transformers builds a model under a process-wide meta-device context, so loads in
+    threads side by side (the gateway's engines, the replay gate's baseline and candidate)
+    once left each other's weights on the meta device (huggingface/transformers#41782)."""
+    pytest.importorskip("transformers")
+    from concurrent.futures import ThreadPoolExecutor
+
+    from evoplane.demo.tiny import init_tiny
+
+    directory = init_tiny(tmp_path / "tiny")
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        loaded = list(pool.map(lambda _: load_checkpoint(directory), range(12)))
+    for model, _ in loaded:
+        assert all(parameter.device.type == "cpu" for parameter in model.parameters())
