@@ -209,7 +209,7 @@ class ReplayGate:
         async def serve(body: dict[str, Any]) -> dict[str, Any]:
             if not memory:
                 memory.append(await asyncio.to_thread(self._memory, version, tenant))
-            overlaid = apply_overlays(_as_served(body), version.spec, memory[0])
+            overlaid = apply_overlays(_as_served(body), version.spec, memory[0], tenant=tenant)
             response = await upstream.complete(
                 overlaid.body, model=overlaid.model, timeout=self.timeout
             )

@@ -180,6 +180,12 @@ class HiddenState(ATDPModel):
     """Bounded view of internal state: fingerprints and short summaries only."""
 
     harness_fingerprint: Text | None = None
+    skills: list[Name] = Field(
+        default_factory=list, description="The skills injected into this call, by name."
+    )
+    skill_fingerprint: Text | None = Field(
+        default=None, description="Fingerprint of the version's skill set, when it has skills."
+    )
     plan: Annotated[Text, Field(max_length=HIDDEN_TEXT_LIMIT)] | None = None
     reasoning_summary: Annotated[Text, Field(max_length=HIDDEN_TEXT_LIMIT)] | None = None
 

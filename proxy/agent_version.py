@@ -19,6 +19,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
+from evolution.skills.retrieval import SKILL_BLOCK_START
 from proxy.errors import GatewayError
 from proxy.gateway import Gateway
 from proxy.overlays import MEMORY_BLOCK_START, Overlaid, apply_overlays
@@ -42,7 +43,9 @@ async def agent_version(
     ids = [uuid.UUID(item) for item in version.spec.memory.item_ids]
     items = await gateway.catalog.read(get_memory_items, agent, identity.tenant, ids)
     agent_messages = [{"role": "user", "content": query}] if query else []
-    overlaid = apply_overlays({"messages": agent_messages}, version.spec, memory)
+    overlaid = apply_overlays(
+        {"messages": agent_messages}, version.spec, memory, tenant=identity.tenant
+    )
     headers = {"X-Evoplane-Version": version.id}
     if session:
         headers["X-Evoplane-Session-Id"] = session
@@ -93,11 +96,10 @@ def version_document(
     prefix = overlaid.body["messages"][:-1] if query else overlaid.body["messages"]
     first = prefix[0] if prefix else {}
     system_prompt = (
-        first.get("content")
-        if first.get("role") == "system" and not _is_memory_block(first)
-        else None
+        first.get("content") if first.get("role") == "system" and not _is_block(first) else None
     )
-    block = next((m["content"] for m in prefix if _is_memory_block(m)), None)
+    block = next((m["content"] for m in prefix if _is_block(m, MEMORY_BLOCK_START)), None)
+    skill_block = next((m["content"] for m in prefix if _is_block(m, SKILL_BLOCK_START)), None)
     return {
         "object": "agent.version",
         "id": version.id,
@@ -123,6 +125,13 @@ def version_document(
             ],
             "block": block,
         },
+        "skills": {
+            "top_k": spec.skills.top_k,
+            "max_chars": spec.skills.max_chars,
+            "items": [skill.model_dump(mode="json") for skill in spec.skills.items],
+            "retrieved": [{"name": hit.skill.name, "score": hit.score} for hit in overlaid.skills],
+            "block": skill_block,
+        },
         "tools": {
             name: override.model_dump(mode="json") for name, override in spec.tools.tools.items()
         },
@@ -132,6 +141,8 @@ def version_document(
     }
 
 
-def _is_memory_block(message: dict[str, Any]) -> bool:
+def _is_block(message: dict[str, Any], *starts: str) -> bool:
+    """Whether `message` is a block the gateway injects (memory or skills, or one of `starts`)."""
     content = message.get("content")
-    return isinstance(content, str) and content.startswith(MEMORY_BLOCK_START)
+    starts = starts or (MEMORY_BLOCK_START, SKILL_BLOCK_START)
+    return isinstance(content, str) and content.startswith(starts)

@@ -264,7 +264,7 @@ class Gateway:
         spec = route.version.spec
         if not admitted.harness:
             spec = spec.model_copy(update={"harness": Harness()})
-        return route, apply_overlays(body, spec, memory)
+        return route, apply_overlays(body, spec, memory, tenant=tenant)
 
     async def pinned(self, agent: str, version_id: str) -> Route:
         """An evaluation request's own choice of version (replay, optimisers): no shadow."""
@@ -600,7 +600,7 @@ class Gateway:
         """Serve a copy to the shadow version and record it; never affects the primary."""
         try:
             memory = await self.catalog.memory_index(version, admitted.identity.tenant)
-            overlaid = apply_overlays(body, version.spec, memory)
+            overlaid = apply_overlays(body, version.spec, memory, tenant=admitted.identity.tenant)
             engine = self.engines.engine_for(version, version.spec.model.base_url)
             started = time.perf_counter()
             response = await self.complete(engine, overlaid)

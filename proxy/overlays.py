@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from atdp import VersionSpec, rename_arguments
+from atdp import SkillSet, VersionSpec, rename_arguments
 from evolution.memory import MemoryIndex, ScoredItem
+from evolution.skills import ScoredSkill, SkillIndex, skill_block
 
 __all__ = [
     "MEMORY_BLOCK_END",
@@ -23,6 +25,8 @@ __all__ = [
     "apply_overlays",
     "restore_response",
     "served_tools",
+    "skill_index",
+    "task_type_of",
 ]
 
 MEMORY_BLOCK_START = "<evoplane-memory>"
@@ -39,6 +43,7 @@ class Overlaid:
     argument_maps: dict[str, dict[str, str]] = field(default_factory=dict)  # tool -> model->agent
     blocked_tools: frozenset[str] = frozenset()
     retrieved: list[ScoredItem] = field(default_factory=list)
+    skills: list[ScoredSkill] = field(default_factory=list)
     fingerprints: dict[str, str] = field(default_factory=dict)
     # How to get the agent's own request back from `body` (`atdp.agent_request` reads it back):
     # empty when the overlays changed nothing.
@@ -46,9 +51,15 @@ class Overlaid:
 
 
 def apply_overlays(
-    body: dict[str, Any], spec: VersionSpec, memory: MemoryIndex | None = None
+    body: dict[str, Any],
+    spec: VersionSpec,
+    memory: MemoryIndex | None = None,
+    *,
+    tenant: str | None = None,
 ) -> Overlaid:
     """The request `spec` sends upstream for the agent's `body` (which is not modified).
+
+    `tenant` scopes the version's skills (None: only those scoped to no tenant apply).
 
     The upstream body shares the agent's messages and tools where no overlay changes them:
     every overlay builds new dicts and lists instead of changing those it was given.
@@ -57,7 +68,8 @@ def apply_overlays(
     agent_messages = list(body.get("messages") or [])
     agent_tools = body.get("tools")
     retrieved = _retrieve(agent_messages, spec, memory)
-    messages, added, consumed = _with_harness(agent_messages, spec, retrieved)
+    skills = _skills(agent_messages, spec.skills, tenant, task_type_of(body))
+    messages, added, consumed = _with_harness(agent_messages, spec, retrieved, skills)
     blocked = frozenset(spec.guardrails.blocked_tools)
     maps = {name: dict(o.argument_map) for name, o in spec.tools.tools.items() if o.argument_map}
     messages = [_to_model_names(message, maps) for message in messages]
@@ -81,7 +93,9 @@ def apply_overlays(
     if retrieved:
         ids = ",".join(str(hit.item.id) for hit in retrieved)
         fingerprints["retrieval"] = hashlib.sha256(ids.encode()).hexdigest()[:16]
-    return Overlaid(body, model, maps, blocked, retrieved, fingerprints, undo)
+    if "skills" in parts:
+        fingerprints["skills"] = parts["skills"]
+    return Overlaid(body, model, maps, blocked, retrieved, skills, fingerprints, undo)
 
 
 def _undo(
@@ -118,6 +132,42 @@ def _retrieve(
     return memory.search(" ".join(user_turns[-2:]), spec.memory.top_k)
 
 
+_TASK_TYPE = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
+
+
+def task_type_of(request: dict[str, Any]) -> str | None:
+    """The workload class an agent names in `metadata.task_type` (OpenAI's free-form request
+    metadata), or None: a value that is not a short printable string is not one."""
+    metadata = request.get("metadata")
+    found = metadata.get("task_type") if isinstance(metadata, dict) else None
+    return found if isinstance(found, str) and _TASK_TYPE.match(found) else None
+
+
+# Skill indexes by the skill set's content: a version's set is indexed once, not per request.
+_SKILL_INDEXES: dict[str, SkillIndex] = {}
+_SKILL_INDEXES_KEPT = 256
+
+
+def skill_index(skills: SkillSet) -> SkillIndex:
+    """The index of a version's skill set (cached by its content)."""
+    key = hashlib.sha256(skills.model_dump_json().encode()).hexdigest()
+    index = _SKILL_INDEXES.get(key)
+    if index is None:
+        if len(_SKILL_INDEXES) >= _SKILL_INDEXES_KEPT:
+            _SKILL_INDEXES.pop(next(iter(_SKILL_INDEXES)))
+        index = _SKILL_INDEXES[key] = SkillIndex(skills)
+    return index
+
+
+def _skills(
+    messages: list[dict], skills: SkillSet, tenant: str | None, task_type: str | None
+) -> list[ScoredSkill]:
+    if not skills.items:
+        return []
+    user_turns = [_text(m.get("content")) for m in messages if m.get("role") == "user"]
+    return skill_index(skills).search(" ".join(user_turns[-2:]), tenant, task_type)
+
+
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -127,9 +177,9 @@ def _text(content: Any) -> str:
 
 
 def _with_harness(
-    messages: list[dict], spec: VersionSpec, retrieved: list[ScoredItem]
+    messages: list[dict], spec: VersionSpec, retrieved: list[ScoredItem], skills: list[ScoredSkill]
 ) -> tuple[list[dict], int, bool]:
-    """The messages with instructions, memory and demos in front; also how many messages
+    """The messages with instructions, memory, skills and demos in front; also how many messages
     now precede the agent's remaining ones, and whether its first message was taken in."""
     harness = spec.harness
     prefix: list[dict] = []
@@ -156,6 +206,9 @@ def _with_harness(
         lines = "\n".join(f"- {hit.item.content}" for hit in retrieved)
         block = f"{MEMORY_BLOCK_START}\n{_MEMORY_PREAMBLE}\n{lines}\n{MEMORY_BLOCK_END}"
         prefix.append({"role": "system", "content": block})
+    procedures = skill_block(skills)
+    if procedures is not None:
+        prefix.append({"role": "system", "content": procedures})
     demos = [m.to_openai() for d in harness.demos for m in d.messages]
     consumed = len(rest) < len(messages)
     return [*prefix, *demos, *rest], len(prefix) + len(demos), consumed

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from registry import MemoryItem
 
-__all__ = ["MemoryIndex", "ScoredItem", "tokenize"]
+__all__ = ["Bm25", "MemoryIndex", "ScoredItem", "subwords", "tokenize"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Words so common in support conversations that they only add noise to the ranking.
@@ -63,8 +63,8 @@ class MemoryIndex:
 
     def __init__(self, items: Sequence[MemoryItem], *, k1: float = 1.2, b: float = 0.75) -> None:
         self._items = list(items)
-        self._words = _Bm25([tokenize(item.content) for item in self._items], k1, b)
-        self._subwords = _Bm25([subwords(item.content) for item in self._items], k1, b)
+        self._words = Bm25([tokenize(item.content) for item in self._items], k1, b)
+        self._subwords = Bm25([subwords(item.content) for item in self._items], k1, b)
 
     def __len__(self) -> int:
         return len(self._items)
@@ -77,7 +77,7 @@ class MemoryIndex:
         return [ScoredItem(self._items[i], score) for score, i in ranked[:k]]
 
 
-class _Bm25:
+class Bm25:
     """Okapi BM25 over documents given as term lists."""
 
     def __init__(self, documents: Sequence[list[str]], k1: float, b: float) -> None:

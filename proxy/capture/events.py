@@ -37,7 +37,7 @@ from atdp import (
     utcnow,
 )
 from proxy.capture.tool_results import tool_error_class
-from proxy.overlays import Overlaid
+from proxy.overlays import Overlaid, task_type_of
 from registry import AgentVersion, SessionProgress
 
 __all__ = [
@@ -270,17 +270,6 @@ def new_trajectory(
     )
 
 
-_TASK_TYPE = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
-
-
-def task_type_of(request: dict[str, Any]) -> str | None:
-    """The workload class an agent names in `metadata.task_type` (OpenAI's free-form request
-    metadata), or None: a value that is not a short printable string is not one."""
-    metadata = request.get("metadata")
-    found = metadata.get("task_type") if isinstance(metadata, dict) else None
-    return found if isinstance(found, str) and _TASK_TYPE.match(found) else None
-
-
 def begin_exchange(state: SessionState, exchange: Exchange) -> PendingExchange:
     """Phase one: the events the request alone determines (no upstream answer needed)."""
     state.last_seen = time.monotonic()
@@ -491,10 +480,19 @@ def _llm_draft(
         event_id,
         parent_id=parent,
         observation=observation,
-        hidden={"harness_fingerprint": harness},
+        hidden=_hidden(exchange.overlaid),
         metadata=metadata,
         replay=_replay_info(sent),
     )
+
+
+def _hidden(overlaid: Overlaid) -> dict[str, Any]:
+    """The version's parts in force that the event's observation does not show by name."""
+    hidden: dict[str, Any] = {"harness_fingerprint": overlaid.fingerprints.get("harness")}
+    if "skills" in overlaid.fingerprints:
+        hidden["skill_fingerprint"] = overlaid.fingerprints["skills"]
+        hidden["skills"] = [hit.skill.name for hit in overlaid.skills]
+    return hidden
 
 
 def _message_action(choice: dict) -> tuple[MessageAction, dict]:
