@@ -24,6 +24,7 @@ __all__ = [
     "FailureCluster",
     "FailureKind",
     "Mean",
+    "ProcedureFailure",
     "Rate",
     "Regression",
     "RegressionDesign",
@@ -98,6 +99,7 @@ class FailureKind(StrEnum):
     MISSING_FACT = "missing_fact"  # users had to supply or correct a fact the agent lacked
     INSTRUCTION = "instruction"  # the answer broke an instruction: format, policy, tone, steps
     TASK = "task"  # the task failed with no more specific evidence
+    PROCEDURE = "procedure"  # a multi-step task goes wrong at one step until users guide it
 
 
 class FailureCluster(_Value):
@@ -113,6 +115,7 @@ class FailureCluster(_Value):
     tool: str | None = None
     parameter: str | None = None
     error_class: str | None = None
+    step: int | None = Field(default=None, description="procedure clusters: the failing step")
     count: int = Field(ge=1)
     trajectories: int = Field(ge=1)
     share: float = Field(ge=0.0, le=1.0, description="trajectories / window trajectories")
@@ -121,6 +124,55 @@ class FailureCluster(_Value):
     tool_setups: list[str] = Field(description="fingerprints of the tool sets offered")
     example_event_ids: list[uuid.UUID] = Field(max_length=5)
     examples: list[str] = Field(default_factory=list, max_length=5)
+
+
+class ProcedureFailure(_Value):
+    """One task type's multi-step trajectories going wrong at the same step, where users
+    then walked the agent through it: read off structure alone (task type, the position of
+    the answer users corrected, how consistent that position is, what followed).
+
+    Args:
+        step: the answer users corrected first, counted from 1 within each trajectory
+            (the modal one of the task type); 2 or more, so earlier steps went right.
+        trajectories: the task type's trajectories whose first guidance came at `step`.
+        located: the task type's trajectories with any located guidance (the base of
+            `consistency`).
+        consistency: trajectories / located.
+        fixed: of the guided trajectories at `step` with a known outcome, those that
+            then succeeded: guidance fixes the task.
+        task_trajectories: every trajectory of the task type in the window.
+        successes: the task type's trajectories that succeeded without any guidance.
+    """
+
+    task_type: str
+    step: int = Field(ge=2)
+    trajectories: int = Field(ge=1)
+    sessions: int = Field(ge=1)
+    located: int = Field(ge=1)
+    consistency: float = Field(ge=0.0, le=1.0)
+    fixed: Rate
+    task_trajectories: int = Field(ge=1)
+    successes: int = Field(ge=0)
+    share: float = Field(ge=0.0, le=1.0, description="trajectories / window trajectories")
+    tenants: list[str]
+    example_event_ids: list[uuid.UUID] = Field(default_factory=list, max_length=5)
+    examples: list[str] = Field(default_factory=list, max_length=5)
+
+    def cluster(self) -> FailureCluster:
+        """The failure as the decision aims at it (a `procedure` cluster)."""
+        return FailureCluster(
+            kind=FailureKind.PROCEDURE,
+            key=f"{self.task_type}@step {self.step}",
+            step=self.step,
+            count=self.trajectories,
+            trajectories=self.trajectories,
+            share=self.share,
+            tenants=self.tenants,
+            task_types=[self.task_type],
+            tool_setups=[],
+            example_event_ids=self.example_event_ids,
+            examples=self.examples,
+        )
 
 
 class Drift(_Value):
@@ -188,6 +240,9 @@ class WindowStats(_Value):
     correction_rate: Rate = Field(description="llm calls followed by a user correction or retry")
     tool_error_rate: Rate = Field(description="tool calls that failed")
     failures: list[FailureCluster] = Field(description="largest first")
+    procedures: list[ProcedureFailure] = Field(
+        default_factory=list, description="procedural failures, largest first"
+    )
     cost_usd: float = Field(ge=0.0)
     cost_per_success: float | None
     drift: Drift | None

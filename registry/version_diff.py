@@ -28,13 +28,13 @@ __all__ = [
     "unified_diff",
 ]
 
-PARTS = ("model", "harness", "memory", "tools", "guardrails")
+PARTS = ("model", "harness", "memory", "tools", "guardrails", "skills")
 
 
 def changed_parts(before: VersionSpec, after: VersionSpec) -> list[str]:
-    """The parts of the spec (model, harness, memory, tools, guardrails) that differ."""
+    """The parts of the spec (model, harness, memory, tools, guardrails, skills) that differ."""
     old, new = before.part_hashes(), after.part_hashes()
-    return [part for part in PARTS if old[part] != new[part]]
+    return [part for part in PARTS if old.get(part) != new.get(part)]
 
 
 def diff_versions(session: Session, before: AgentVersion, after: AgentVersion) -> dict[str, Any]:
@@ -59,6 +59,7 @@ def diff_specs(
         "memory": lambda a, b: _memory(a, b, items),
         "tools": _tools,
         "guardrails": _fields,
+        "skills": _skills,
     }
     return {
         "changed": changed,
@@ -174,4 +175,23 @@ def _tools(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any
         "removed": sorted(set(old) - set(new)),
         "changed": sorted(tool for tool in set(old) & set(new) if old[tool] != new[tool]),
         "diff": tools_diff(old, new),
+    }
+
+
+def _skills(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    """Skills added, removed and changed, by name (a changed one shown whole, both sides)."""
+    old = {skill["name"]: skill for skill in before.get("items") or []}
+    new = {skill["name"]: skill for skill in after.get("items") or []}
+    return {
+        "added": [new[name] for name in new if name not in old],
+        "removed": [old[name] for name in old if name not in new],
+        "changed": [
+            {"name": name, "before": old[name], "after": new[name]}
+            for name in new
+            if name in old and old[name] != new[name]
+        ],
+        **_fields(
+            {k: v for k, v in before.items() if k != "items"},
+            {k: v for k, v in after.items() if k != "items"},
+        ),
     }

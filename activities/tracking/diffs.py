@@ -47,6 +47,12 @@ def candidate_files(
         ),
         "memory_items.json": pretty_json(memory) if memory else "",
         "tool_schema.diff": tools_diff(_overrides(parent_spec), _overrides(candidate_spec), _SIDES),
+        "skills.diff": unified_diff(
+            pretty_json(parent_spec.get("skills") or {}),
+            pretty_json(candidate_spec.get("skills") or {}),
+            "skills.json",
+            _SIDES,
+        ),
         "spec.json": pretty_json(candidate_spec),
         # The whole spec against the parent's: what the part diffs above do not cover (a
         # guardrail, the model and its checkpoint) shows here too.

@@ -6,6 +6,7 @@ import math
 from datetime import datetime
 
 from evolution.analysis.failures import failure_clusters
+from evolution.analysis.procedures import procedure_failures
 from evolution.analysis.rates import as_mean, as_rate, effective_rewards, task_success
 from evolution.analysis.records import WindowRecords, read_window
 from evolution.analysis.tool_errors import tool_failed
@@ -65,6 +66,7 @@ def measure_window(records: WindowRecords, *, judge: CorrectionJudge | None = No
         correction_rate=as_rate(len(records.corrected), llm_calls),
         tool_error_rate=as_rate(sum(map(tool_failed, tool_calls)), len(tool_calls)),
         failures=failure_clusters(trajectories, setups, tool_calls, rewards, corrections),
+        procedures=procedure_failures(trajectories, rewards, corrections, records.turns),
         cost_usd=cost,
         cost_per_success=cost / success.successes if success.successes else None,
         drift=records.drift,

@@ -10,7 +10,7 @@ from evolution.stats import mean_interval, wilson_interval
 from evolution.window import Mean, Rate
 from registry import WindowTrajectory, effective_reward
 
-__all__ = ["as_mean", "as_rate", "effective_rewards", "task_success"]
+__all__ = ["as_mean", "as_rate", "effective_rewards", "task_succeeded", "task_success"]
 
 _TASK_SUCCESS = "task_success"
 _FAILED_STATUSES = frozenset(
@@ -37,7 +37,7 @@ def as_mean(values: Sequence[float]) -> Mean:
     return Mean(n=len(values), mean=mean, low=low, high=high)
 
 
-def _succeeded(trajectory: WindowTrajectory, rewards: Sequence[Reward]) -> bool | None:
+def task_succeeded(trajectory: WindowTrajectory, rewards: Sequence[Reward]) -> bool | None:
     """Whether the task succeeded: a `task_success` judgement first, else the outcome status,
     else what the user said of it (scores, thumbs, categories); None without any of them.
 
@@ -59,7 +59,7 @@ def _succeeded(trajectory: WindowTrajectory, rewards: Sequence[Reward]) -> bool 
 def task_success(
     trajectories: Sequence[WindowTrajectory], rewards: Mapping[uuid.UUID, list[Reward]]
 ) -> Rate:
-    known = [_succeeded(t, rewards.get(t.id, [])) for t in trajectories]
+    known = [task_succeeded(t, rewards.get(t.id, [])) for t in trajectories]
     judged = [result for result in known if result is not None]
     return as_rate(sum(judged), len(judged))
 

@@ -1,6 +1,6 @@
 """The decision policy: whether and where to change an agent, read off one window of traffic.
 
-    u* = argmax over {memory, harness, tool_schema, weights, rollback, noop}
+    u* = argmax over {memory, skill, harness, tool_schema, weights, rollback, noop}
          of expected_gain(u | window) - cost(u) - risk(u)
 
 Gains, costs and risks share one unit: the share of trajectories expected to stop failing.

@@ -78,6 +78,8 @@ def _forced_target(
     the cluster it fits best, however small (the operator chose to act anyway)."""
     if action not in CHANGES:
         return None
+    if action is Action.SKILL:
+        return stats.procedures[0].cluster() if stats.procedures else None
     fitting = [c for c in stats.failures if removable_share(action, c, config) > 0]
     return max(
         fitting, key=lambda c: (removable_share(action, c, config) * c.share, c.count), default=None
@@ -121,7 +123,7 @@ def _best_change(scores: list[ActionScore], among: set[Action]) -> ActionScore |
 def fallbacks(decision: DecisionRecord, config: PolicyConfig) -> list[ActionScore]:
     """The changes to try next, best first, when the chosen change's operator cannot help.
 
-    Each is an allowed change (memory, harness, tool_schema, weights) other than the chosen
+    Each is an allowed change (memory, skill, harness, tool_schema, weights) other than the chosen
     one that scores above noop and expects at least `config.min_gain`, in the policy's
     order (on equal scores the less invasive first), each aimed at its own target. A forced
     decision has none (a person chose that action), nor has a rollback or a noop.

@@ -27,6 +27,8 @@ __all__ = [
 
 _REMEDY = {
     Action.MEMORY: "a memory item is the cheapest change that addresses it",
+    Action.SKILL: "a skill (the procedure users walk it through) is the cheapest change "
+    "that addresses it",
     Action.TOOL_SCHEMA: "a schema fix is the cheapest change that addresses it",
     Action.HARNESS: "a harness change (instructions, tool routing, demos) addresses it",
     Action.WEIGHTS: "a context fix for one tenant's setup will not generalise, so train weights",

@@ -18,6 +18,7 @@ class Action(StrEnum):
     """Where the control plane may change an agent (or decide not to)."""
 
     MEMORY = "memory"
+    SKILL = "skill"
     HARNESS = "harness"
     TOOL_SCHEMA = "tool_schema"
     WEIGHTS = "weights"
@@ -36,11 +37,13 @@ class PolicyConfig(_Value):
     min_cluster_trajectories: int = Field(5, ge=1, description="smallest cluster worth a fix")
     min_gain: float = Field(0.02, ge=0.0, description="smallest expected gain worth a change")
     memory_cost: float = Field(0.005, ge=0.0, description="writing memory items: cheap")
+    skill_cost: float = Field(0.005, ge=0.0, description="a skill in the version: cheap")
     tool_schema_cost: float = Field(0.005, ge=0.0, description="a schema overlay: cheap")
     harness_cost: float = Field(0.01, ge=0.0, description="prompt optimisation: moderate")
     weights_cost: float = Field(0.04, ge=0.0, description="an RL or SFT run on GPUs: expensive")
     rollback_cost: float = Field(0.002, ge=0.0, description="moving an alias back: nearly free")
     memory_risk: float = Field(0.005, ge=0.0, description="a wrong fact hurts few requests")
+    skill_risk: float = Field(0.01, ge=0.0, description="touches the requests it matches")
     tool_schema_risk: float = Field(0.01, ge=0.0, description="touches every call of one tool")
     harness_risk: float = Field(0.015, ge=0.0, description="touches every request")
     weights_risk: float = Field(0.04, ge=0.0, description="may forget what already works")
@@ -49,6 +52,21 @@ class PolicyConfig(_Value):
     weights_min_task_types: int = Field(3, ge=1, description="task types it must span for weights")
     weights_min_tool_setups: int = Field(
         2, ge=1, description="tool setups it must span for weights"
+    )
+    skill_min_sessions: int = Field(
+        3, ge=1, description="sessions a procedural failure must recur in for a skill"
+    )
+    skill_min_consistency: float = Field(
+        0.6,
+        ge=0.0,
+        le=1.0,
+        description="share of a task type's guided trajectories first guided at the same step",
+    )
+    skill_min_fixed: float = Field(
+        0.5,
+        ge=0.0,
+        le=1.0,
+        description="share of guided trajectories that then succeeded: guidance fixes the task",
     )
     spread_loss: float = Field(
         0.75, ge=0.0, le=1.0, description="effect a context fix loses on a weights-wide failure"

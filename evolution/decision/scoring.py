@@ -13,6 +13,7 @@ from evolution.window import (
     FailureCluster,
     FailureKind,
     Mean,
+    ProcedureFailure,
     Regression,
     RegressionDesign,
     WindowStats,
@@ -30,10 +31,11 @@ __all__ = [
     "removable_share",
     "rollback_findings",
     "rounded_score",
+    "skill_shortfalls",
 ]
 
 
-CHANGES = (Action.MEMORY, Action.HARNESS, Action.TOOL_SCHEMA, Action.WEIGHTS)
+CHANGES = (Action.MEMORY, Action.SKILL, Action.HARNESS, Action.TOOL_SCHEMA, Action.WEIGHTS)
 
 
 # On equal scores the less invasive action wins, so ties never escalate a change.
@@ -41,6 +43,7 @@ PREFERENCE = (
     Action.NOOP,
     Action.ROLLBACK,
     Action.MEMORY,
+    Action.SKILL,
     Action.TOOL_SCHEMA,
     Action.HARNESS,
     Action.WEIGHTS,
@@ -55,7 +58,13 @@ _CONTEXT_FIT: Mapping[FailureKind, Mapping[Action, float]] = {
     FailureKind.TOOL_ROUTING: {Action.MEMORY: 0.1, Action.HARNESS: 0.8, Action.TOOL_SCHEMA: 0.4},
     FailureKind.INSTRUCTION: {Action.MEMORY: 0.1, Action.HARNESS: 0.9, Action.TOOL_SCHEMA: 0.0},
     FailureKind.TASK: {Action.MEMORY: 0.2, Action.HARNESS: 0.3, Action.TOOL_SCHEMA: 0.1},
+    FailureKind.PROCEDURE: {Action.MEMORY: 0.2, Action.HARNESS: 0.3, Action.TOOL_SCHEMA: 0.0},
 }
+
+
+# A skill removes a procedural failure users fix by guidance, in the share of the task
+# type's guided trajectories that go wrong at that one step (its consistency).
+_SKILL_FIT = 0.9
 
 
 # Weights can learn any kind of failure, but only a wide one justifies their cost.
@@ -82,7 +91,12 @@ class ActionCase:
 
 
 def action_options(stats: WindowStats, config: PolicyConfig) -> dict[Action, ActionCase]:
-    options = {action: _change_option(action, stats, config) for action in CHANGES}
+    options = {
+        action: _change_option(action, stats, config)
+        for action in CHANGES
+        if action is not Action.SKILL
+    }
+    options[Action.SKILL] = _skill_option(stats, config)
     options[Action.ROLLBACK] = _rollback_option(stats, config)
     options[Action.NOOP] = ActionCase(Action.NOOP, 0.0, 0.0, 0.0, _baseline(stats, config))
     return options
@@ -124,9 +138,76 @@ def _aim(
     return ActionCase(action, gain, config.cost(action), risk, evidence, cluster)
 
 
+def _skill_option(stats: WindowStats, config: PolicyConfig) -> ActionCase:
+    """A skill, aimed at the procedural failure where it scores best: one task type going
+    wrong at one step across sessions, fixed when users guide it."""
+    cost, risk = config.cost(Action.SKILL), config.risk(Action.SKILL)
+    if stats.trajectories < config.min_trajectories:
+        evidence = f"only {stats.trajectories} trajectories (< {config.min_trajectories})"
+        return ActionCase(
+            Action.SKILL, 0.0, cost, risk, f"{evidence}: too little evidence to change"
+        )
+    eligible = [p for p in stats.procedures if not skill_shortfalls(p, config)]
+    if not eligible:
+        return ActionCase(Action.SKILL, 0.0, cost, risk, _no_procedure(stats, config))
+    aimed = [_aim_skill(procedure, stats, config) for procedure in eligible]
+    return max(aimed, key=lambda option: option.score)
+
+
+def skill_shortfalls(procedure: ProcedureFailure, config: PolicyConfig) -> list[str]:
+    """What keeps a procedural failure from being a skill's to fix (empty: nothing)."""
+    fixed = procedure.fixed.rate
+    found = []
+    if procedure.trajectories < config.min_cluster_trajectories:
+        found.append(f"{procedure.trajectories} trajectories (< {config.min_cluster_trajectories})")
+    if procedure.sessions < config.skill_min_sessions:
+        found.append(f"{procedure.sessions} sessions (< {config.skill_min_sessions})")
+    if procedure.consistency < config.skill_min_consistency:
+        found.append(
+            f"consistency {procedure.consistency:.0%} (< {config.skill_min_consistency:.0%})"
+        )
+    if fixed is None or fixed < config.skill_min_fixed:
+        seen = "unknown" if fixed is None else f"{fixed:.0%}"
+        found.append(f"guidance fixed {seen} (< {config.skill_min_fixed:.0%})")
+    return found
+
+
+def _aim_skill(procedure: ProcedureFailure, stats: WindowStats, config: PolicyConfig) -> ActionCase:
+    fit = _SKILL_FIT * procedure.consistency
+    share = _wilson_low(procedure.share, stats.trajectories)
+    gain = fit * share * _drift_factor(stats, config)
+    evidence_weight = math.sqrt(
+        config.min_cluster_trajectories
+        / max(procedure.trajectories, config.min_cluster_trajectories)
+    )
+    evidence = (
+        f"procedure '{procedure.task_type}' goes wrong at step {procedure.step} in "
+        f"{procedure.share:.0%} of trajectories ({procedure.trajectories} in "
+        f"{procedure.sessions} sessions, >= {share:.0%} at 95%; {procedure.consistency:.0%} of "
+        f"its guided trajectories first go wrong there, {rate_text(procedure.fixed)} then "
+        f"succeed once users guide it); a skill removes about {fit:.0%} of it"
+        f"{drift_note(stats, config)}"
+    )
+    risk = config.risk(Action.SKILL) * evidence_weight
+    return ActionCase(
+        Action.SKILL, gain, config.cost(Action.SKILL), risk, evidence, procedure.cluster()
+    )
+
+
+def _no_procedure(stats: WindowStats, config: PolicyConfig) -> str:
+    if not stats.procedures:
+        return "no task type goes wrong at a consistent later step until users guide it"
+    top = stats.procedures[0]
+    why = "; ".join(skill_shortfalls(top, config))
+    return f"procedure '{top.task_type}' at step {top.step} falls short: {why}"
+
+
 def removable_share(action: Action, cluster: FailureCluster, config: PolicyConfig) -> float:
     """Share of the cluster's failures `action` removes: weights need breadth, context
     fixes lose effect as the failure spreads (they are tuned to the setups they saw)."""
+    if action is Action.SKILL:
+        # Only a procedural failure is a skill's (its consistency is weighed where it is aimed).
+        return _SKILL_FIT if cluster.kind is FailureKind.PROCEDURE else 0.0
     spread = _spread(cluster, config)
     if action is Action.WEIGHTS:
         return _WEIGHTS_FIT if spread >= 1.0 else 0.0

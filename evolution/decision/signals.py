@@ -5,6 +5,7 @@ from __future__ import annotations
 from evolution.decision.records import Signal
 from evolution.window import (
     FailureCluster,
+    ProcedureFailure,
     WindowStats,
 )
 
@@ -30,6 +31,8 @@ def window_signals(stats: WindowStats) -> dict[str, Signal]:
         "tool_error_rate": stats.tool_error_rate.rate,
         "failure_clusters": len(stats.failures),
         **_top_cluster_signals(stats.failures[0] if stats.failures else None),
+        "procedures": len(stats.procedures),
+        **_top_procedure_signals(stats.procedures[0] if stats.procedures else None),
         "drift": stats.drift.divergence if stats.drift else None,
         "drift_previous_trajectories": stats.drift.previous_trajectories if stats.drift else None,
         "canary_delta": stats.canary.delta if stats.canary else None,
@@ -55,4 +58,25 @@ def _top_cluster_signals(cluster: FailureCluster | None) -> dict[str, Signal]:
         "top_cluster_tenants": len(cluster.tenants),
         "top_cluster_task_types": len(cluster.task_types),
         "top_cluster_tool_setups": len(cluster.tool_setups),
+    }
+
+
+def _top_procedure_signals(procedure: ProcedureFailure | None) -> dict[str, Signal]:
+    """The skill's evidence: which task type, at which step, how consistently, how often
+    users guided it, and how often their guidance fixed it."""
+    keys = (
+        "task_type", "step", "trajectories", "sessions", "consistency", "guided", "fixed_rate",
+        "share",
+    )  # fmt: skip
+    if procedure is None:
+        return {f"top_procedure_{key}": None for key in keys}
+    return {
+        "top_procedure_task_type": procedure.task_type,
+        "top_procedure_step": procedure.step,
+        "top_procedure_trajectories": procedure.trajectories,
+        "top_procedure_sessions": procedure.sessions,
+        "top_procedure_consistency": procedure.consistency,
+        "top_procedure_guided": procedure.located,
+        "top_procedure_fixed_rate": procedure.fixed.rate,
+        "top_procedure_share": procedure.share,
     }

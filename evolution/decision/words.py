@@ -33,6 +33,10 @@ def cluster_symptom(cluster: FailureCluster) -> str:
             return f"lack the fact '{cluster.key}'"
         case FailureKind.INSTRUCTION:
             return f"break the instruction '{cluster.key}'"
+        case FailureKind.PROCEDURE if cluster.task_types and cluster.step:
+            return (
+                f"go wrong at step {cluster.step} of '{cluster.task_types[0]}' until users guide it"
+            )
         case _:
             return f"fail the task ('{cluster.key}')"
 

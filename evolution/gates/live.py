@@ -30,7 +30,7 @@ from evolution.stats import mann_whitney
 
 __all__ = ["bonferroni", "fails", "judge", "margin", "mean_of", "passes", "question_for"]
 
-_FIXES = {"memory", "harness", "tool_schema", "weights"}
+_FIXES = {"memory", "skill", "harness", "tool_schema", "weights"}
 
 
 @dataclass(frozen=True)

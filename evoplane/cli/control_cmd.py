@@ -56,7 +56,7 @@ def evolve(
     agent: str = typer.Option(..., help="The agent to evolve."),
     tenant: list[str] = typer.Option([], help="Limit the window to these tenants (repeatable)."),
     force: str | None = typer.Option(
-        None, help="memory | harness | tool_schema | weights | rollback | noop"
+        None, help="memory | skill | harness | tool_schema | weights | rollback | noop"
     ),
     candidate: Path | None = typer.Option(
         None, exists=True, dir_okay=False, help="A VersionSpec JSON file to evaluate."

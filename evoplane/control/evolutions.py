@@ -186,6 +186,7 @@ PART_ACTIONS = {
     "harness": Action.HARNESS,
     "memory": Action.MEMORY,
     "tools": Action.TOOL_SCHEMA,
+    "skills": Action.SKILL,
     "model": Action.WEIGHTS,
 }
 

@@ -34,6 +34,7 @@ from evolution.window import (
 UNTIL = datetime(2026, 3, 2, tzinfo=UTC)
 ORDER = [
     Action.MEMORY,
+    Action.SKILL,
     Action.HARNESS,
     Action.TOOL_SCHEMA,
     Action.WEIGHTS,
