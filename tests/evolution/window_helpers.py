@@ -164,6 +164,14 @@ class Recorder:
             ),
         )
 
+    def opening(self, trajectory: Trajectory, text: str) -> Event:
+        """The user's first message of a trajectory (it answers no call)."""
+        return self._event(
+            trajectory,
+            EventKind.USER_MESSAGE,
+            observation=Observation(messages=[ChatMessage(role="user", content=text)]),
+        )
+
     def user_message(self, trajectory: Trajectory, text: str, parent: Event) -> Event:
         return self._event(
             trajectory,
