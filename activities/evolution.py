@@ -48,6 +48,7 @@ from evolution.memory.operator import memory_operator
 from evolution.operators import Candidate, Operator, OperatorError
 from evolution.samples import canary_metrics, shadow_metrics
 from evolution.settings import EvolutionSettings
+from evolution.skills.operator import skill_operator
 from evolution.tool_schema import tool_schema_operator
 from evolution.window import WindowSpec
 from registry import (
@@ -269,6 +270,10 @@ class EvolutionActivities:
             # The facts come from the cluster the analysis found: read as it read them.
             with self._correction_judge(request.agent) as reader:
                 return self._run_operator(memory_operator(reader), request)
+        if request.decision.action is Action.SKILL:
+            # Users' guidance is read as the analysis read it, so the step is found again.
+            with self._correction_judge(request.agent) as reader:
+                return self._run_operator(skill_operator(reader), request)
         return self._run_operator(operator, request)
 
     def _run_operator(self, operator: Operator, request: CandidateRequest) -> Candidate:
@@ -630,5 +635,6 @@ def _gateway_lm(gateway_url: str, agent: str, key: str):
 # parent and the decision, never mutating a version.
 OPERATORS: dict[Action, Operator] = {
     Action.MEMORY: memory_operator(),
+    Action.SKILL: skill_operator(),
     Action.TOOL_SCHEMA: tool_schema_operator(),
 }

@@ -88,20 +88,27 @@ class Window:
         return WindowSpec(agent=AGENT, since=self.base - timedelta(days=1), until=self.base)
 
 
-def restores(engine, *, guided: int = 18, unguided: int = 8, others: int = 12) -> WindowSpec:
-    world(engine)
+def restores(
+    engine,
+    *,
+    guided: int = 18,
+    unguided: int = 8,
+    others: int = 12,
+    tenants: tuple[str, ...] = ("acme", "globex", "initech"),
+) -> WindowSpec:
+    """The window of restores; the agent and its tenants must exist (`world`)."""
     window = Window(engine)
-    tenants = ["acme", "globex", "initech"]
     for i in range(guided):
-        window.restore(tenants[i % 3], guided_at=3)
+        window.restore(tenants[i % len(tenants)], guided_at=3)
     for i in range(unguided):
-        window.restore(tenants[i % 3], guided_at=None)
+        window.restore(tenants[i % len(tenants)], guided_at=None)
     for i in range(others):
-        window.other(tenants[i % 3])
+        window.other(tenants[i % len(tenants)])
     return window.store()
 
 
 def test_a_guided_procedure_is_decided_distilled_and_reaches_its_requests(engine) -> None:
+    world(engine)
     window = restores(engine)
     with transaction(engine) as session:
         stats = analyse_window(session, window)
@@ -146,6 +153,7 @@ def test_without_the_pattern_the_decision_is_not_skill(engine) -> None:
 
 
 def test_a_decision_aimed_elsewhere_is_an_operator_error(engine) -> None:
+    world(engine)
     window = restores(engine, guided=6, unguided=2, others=2)
     target = failure_cluster(FailureKind.MISSING_FACT, "refund window")
     with transaction(engine) as session:
