@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from functools import partial
 
-from atdp import EventKind, Skill, SkillSet, VersionSpec
+from atdp import Event, EventKind, Reward, Skill, SkillSet, ToolCallAction, VersionSpec
 from evolution.analysis.procedures import first_guided_step
 from evolution.analysis.rates import task_succeeded
 from evolution.analysis.trajectories import by_trajectory, task_type
@@ -44,9 +45,8 @@ from evolution.window import FailureKind, WindowSpec, trajectory_window
 from registry import (
     AgentVersion,
     Session,
-    ToolCallRecord,
     UserTurn,
-    tool_call_records,
+    WindowTrajectory,
     window_events,
 )
 
@@ -65,12 +65,22 @@ MIN_REACH = 0.8
 
 
 @dataclass(frozen=True)
+class RecordedCall:
+    """One tool call of a trajectory: when, which tool, which arguments, whether it worked."""
+
+    at: datetime
+    tool: str
+    arguments: tuple[str, ...]
+    ok: bool
+
+
+@dataclass(frozen=True)
 class SkillEvidence:
-    """What the operator reads: the window's correction records, its tool calls in order,
-    and each trajectory's opening request."""
+    """What the operator reads: the window's correction records, each trajectory's tool
+    calls in order, and its opening request."""
 
     records: CorrectionRecords
-    tool_calls: list[ToolCallRecord]
+    calls: dict[uuid.UUID, list[RecordedCall]]
     requests: dict[uuid.UUID, str]
 
 
@@ -108,9 +118,11 @@ def read_skill(
         for trajectory_id, events in openings.items()
         if (text := _opening(events)) is not None
     }
-    return SkillEvidence(
-        correction_records(session, window), tool_call_records(session, traffic), requests
-    )
+    calls = {
+        trajectory_id: _calls(events)
+        for trajectory_id, events in window_events(session, traffic, EventKind.TOOL_CALL).items()
+    }
+    return SkillEvidence(correction_records(session, window), calls, requests)
 
 
 def propose_skill(
@@ -167,12 +179,10 @@ def task_trajectories(
     said: dict[uuid.UUID, list[UserCorrection]] = defaultdict(list)
     for correction in corrections:
         said[correction.trajectory_id].append(correction)
-    calls: dict[uuid.UUID, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
-    for call in evidence.tool_calls:
-        if call.success is not False:
-            calls[call.trajectory_id].append((call.tool, argument_names(call.arguments)))
     return [
-        _task_trajectory(t, turns[t.id], said[t.id], calls[t.id], rewards, evidence.requests)
+        _task_trajectory(
+            t, turns[t.id], said[t.id], evidence.calls.get(t.id, []), rewards, evidence.requests
+        )
         for t in records.trajectories
         if task_type(t) == kind
     ]
@@ -225,11 +235,11 @@ def _target(decision: DecisionRecord) -> tuple[str, int]:
 
 
 def _task_trajectory(
-    trajectory,
+    trajectory: WindowTrajectory,
     turns: list[UserTurn],
     corrections: list[UserCorrection],
-    calls: list[tuple[str, tuple[str, ...]]],
-    rewards,
+    calls: list[RecordedCall],
+    rewards: Mapping[uuid.UUID, list[Reward]],
     requests: dict[uuid.UUID, str],
 ) -> TaskTrajectory:
     first = first_guided_step(turns, corrections)
@@ -241,8 +251,45 @@ def _task_trajectory(
         succeeded=task_succeeded(trajectory, rewards.get(trajectory.id, [])),
         guided_step=first[0] if first else None,
         guidance=_guidance(turns, corrections),
-        calls=calls,
+        calls=_as_guided(calls, turns, first[0] if first else None),
     )
+
+
+def _as_guided(
+    calls: list[RecordedCall], turns: list[UserTurn], step: int | None
+) -> list[tuple[str, tuple[str, ...]]]:
+    """The calls that worked, in the order the guidance says: those of the answer users
+    corrected move after the ones their guidance led to (and go where a later call
+    repeats them)."""
+    worked = [call for call in calls if call.ok]
+    ordered = sorted(turns, key=lambda t: t.created_at)
+    if step is None or step > len(ordered):
+        return [(call.tool, call.arguments) for call in worked]
+    corrected_at = ordered[step - 1].created_at
+    after = ordered[step - 2].created_at if step >= 2 else None
+    early = [c for c in worked if c.at < corrected_at and (after is None or c.at > after)]
+    later = [c for c in worked if c.at >= corrected_at]
+    kept = [c for c in worked if c not in early and c not in later]
+    moved = [c for c in early if c.tool not in {call.tool for call in later}]
+    return [(call.tool, call.arguments) for call in [*kept, *later, *moved]]
+
+
+def _calls(events: list[Event]) -> list[RecordedCall]:
+    """A trajectory's tool calls, oldest first, one per call id (the gateway and the
+    agent's own report may both record a call)."""
+    seen: set[str] = set()
+    found = []
+    for event in sorted(events, key=lambda e: (e.created_at, e.seq)):
+        action = event.action
+        if not isinstance(action, ToolCallAction):
+            continue
+        call = action.call
+        if call.id and call.id in seen:
+            continue
+        seen.add(call.id)
+        ok = event.outcome is None or event.outcome.success is not False
+        found.append(RecordedCall(event.created_at, call.name, argument_names(call.arguments), ok))
+    return found
 
 
 def _guidance(turns: list[UserTurn], corrections: list[UserCorrection]) -> list[GuidanceTurn]:

@@ -162,3 +162,19 @@ def test_a_decision_aimed_elsewhere_is_an_operator_error(engine) -> None:
             skill_operator().run(
                 session, parent, decision_for(window, Action.SKILL, target), window
             )
+
+
+def test_with_only_guided_trajectories_the_corrected_step_moves_after_the_guided_one(
+    engine,
+) -> None:
+    # Nothing succeeded unguided: the order is learned from what the guidance led to, the
+    # call made at the corrected answer going where the agent made it again.
+    world(engine)
+    window = restores(engine, guided=20, unguided=0, others=12)
+    with transaction(engine) as session:
+        record = decide(analyse_window(session, window))
+        assert record.action is Action.SKILL, record.reason
+        parent = get_version(session, current_aliases(session, AGENT).stable)
+        candidate = skill_operator().run(session, parent, record, window)
+    (skill,) = candidate.spec.skills.items
+    assert [call.tool for call in skill.tool_calls] == [tool for tool, _ in PROCEDURE]
