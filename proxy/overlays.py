@@ -164,8 +164,11 @@ def _skills(
 ) -> list[ScoredSkill]:
     if not skills.items:
         return []
+    # A skill is a whole task's procedure: the task is said in the first user turn, and
+    # the latest says where it stands.
     user_turns = [_text(m.get("content")) for m in messages if m.get("role") == "user"]
-    return skill_index(skills).search(" ".join(user_turns[-2:]), tenant, task_type)
+    query = " ".join(dict.fromkeys(user_turns[:1] + user_turns[-1:]))
+    return skill_index(skills).search(query, tenant, task_type)
 
 
 def _text(content: Any) -> str:

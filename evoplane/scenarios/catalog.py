@@ -18,6 +18,7 @@ from evoplane.scenarios.users import FeedbackStyle
 from evoplane.scenarios.world import World
 from evoplane.scenarios.worlds.clinic import clinic
 from evoplane.scenarios.worlds.helpdesk import helpdesk
+from evoplane.scenarios.worlds.onboarding import onboarding
 from evoplane.scenarios.worlds.travel import INSTRUCTIONS as TRAVEL_INSTRUCTIONS
 from evoplane.scenarios.worlds.travel import travel
 
@@ -95,6 +96,8 @@ _CLINIC_AGENT = AgentStyle(streams=True, task_types=True, protocol="messages")
 _TRAVEL_BASE = (Load("booking", 0.15), Load("checkin", 0.1), Load("search", 0.15))
 _HELPDESK_BASE = (Load("ticket", 0.2), Load("hours", 0.15))
 _CLINIC_BASE = (Load("cancel_visit", 0.2), Load("cancel", 0.15))
+_MANAGERS = FeedbackStyle(channel="turn", rating="thumbs", rate_good=0.5)
+_ONBOARDING_AGENT = AgentStyle(task_types=True, reports_outcome=True)
 
 
 def _travel(**kw: Any) -> dict[str, Any]:
@@ -259,6 +262,17 @@ SCENARIOS: tuple[Scenario, ...] = (
         (Expect(("noop",), False),),
         sessions=12,
         **_travel(),
+    ),
+    # --- procedures ------------------------------------------------------------------------
+    Scenario(
+        "procedure_guided",
+        "managers walk the agent through onboarding step by step, and at the third step "
+        "every one of them has to tell it to grant building access before the welcome",
+        lambda: onboarding(),
+        (Load("onboard", 0.6), Load("laptop", 0.25), Load("opening", 0.15)),
+        (Expect(("skill",), True, ("onboard",)),),
+        feedback=_MANAGERS,
+        agent=_ONBOARDING_AGENT,
     ),
     # --- two at once -----------------------------------------------------------------------
     Scenario(

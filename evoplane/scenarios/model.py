@@ -57,6 +57,8 @@ class ScriptedModel:
         task = self._task(messages)
         if task is None:
             return _text(_compliant(messages))
+        if task.procedure is not None:
+            return self._next_step(task, messages, tools)
         if task.tool is not None:
             return self._act(task, messages, tools, rng)
         return _text(self._finish(self._answer(task, messages, rng), task, messages))
@@ -104,6 +106,32 @@ class ScriptedModel:
             text = str(result["summary"])
             return _text(self._finish(text, task, messages) if task else text)
         return _text("Sorry, that did not work. The system answered: " + _content(messages[-1]))
+
+    def _next_step(self, task: Task, messages: list[dict], tools: list[dict]) -> dict[str, Any]:
+        """A procedure's next step as the model knows the procedure: every step but the
+        hidden one, unless a system message or the user said it (then in its place)."""
+        procedure = task.procedure
+        assert procedure is not None
+        told = "\n".join(
+            _content(m) for m in messages if m.get("role") in {"system", "developer", "user"}
+        )
+        known = [
+            step
+            for step in procedure.steps
+            if step != procedure.hidden or procedure.cue.search(told)
+        ]
+        done = _tools_run(messages)
+        step = next((name for name in known if name not in done), None)
+        offered = {tool.get("name"): tool for tool in tools if tool.get("name")}
+        if step is None or step not in offered:
+            return _text("That's everything, the task is done.")
+        arguments = self._arguments(offered[step], task, sloppy=False)
+        call = {
+            "id": f"call_{len(messages):04d}_{step}",
+            "type": "function",
+            "function": {"name": step, "arguments": json.dumps(arguments)},
+        }
+        return {"role": "assistant", "content": None, "tool_calls": [call]}
 
     def _act(
         self, task: Task, messages: list[dict], tools: list[dict], rng: random.Random
@@ -213,6 +241,23 @@ def _told_apart(task: Task, right: str, offered: dict[str, dict], told: str) -> 
         return False
     cue = re.compile(task.cue, re.IGNORECASE)
     return bool(cue.search(str(offered[right].get("description") or "")) or cue.search(told))
+
+
+def _tools_run(messages: list[dict]) -> set[str]:
+    """The tools the conversation ran that did not refuse."""
+    called = {
+        call.get("id"): (call.get("function") or {}).get("name")
+        for m in messages
+        if m.get("role") == "assistant"
+        for call in m.get("tool_calls") or []
+    }
+    return {
+        called[m.get("tool_call_id")]
+        for m in messages
+        if m.get("role") == "tool"
+        and m.get("tool_call_id") in called
+        and not (isinstance(r := _json(_content(m)), dict) and _refused(r))
+    }
 
 
 def _compliant(messages: list[dict]) -> str:

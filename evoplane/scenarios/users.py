@@ -100,6 +100,8 @@ class User:
         self, agent: ScenarioAgent, task: Task, session: str, wants: Sequence[str] = ()
     ) -> Visit:
         conversation = Conversation(task, session, agent.tenant)
+        if task.procedure is not None:
+            return self._walk(agent, conversation)
         reply = agent.ask(conversation, task.text)
         found = problems(agent.world, agent.tenant, task, reply, wants)
         if found:
@@ -110,6 +112,35 @@ class User:
             done = any(n == task.tool and ok for n, _, ok in reply.ran)
             agent.report_outcome(conversation, done)
         return Visit(task.kind, agent.tenant, not found, reply.version)
+
+    def _walk(self, agent: ScenarioAgent, conversation: Conversation) -> Visit:
+        """A multi-step task, one step a turn: the user says go on after a step done right,
+        and, after a wrong one, rates it down and says which step was due. The visit is
+        right first time when no step needed guidance."""
+        task = conversation.task
+        procedure = task.procedure
+        assert procedure is not None
+        done: list[str] = []
+        text, guided, reply = task.text, False, None
+        for _ in range(2 * len(procedure.steps)):
+            due = next((step for step in procedure.steps if step not in done), None)
+            if due is None:
+                break
+            reply = agent.ask(conversation, text)
+            done += [name for name, _, ok in reply.ran if ok and name not in done]
+            if due in done:
+                text = self.rng.choice(procedure.go_on)
+                continue
+            guided = True
+            report = self._rating(good=False)
+            if report:
+                agent.post("/feedback", {**agent.target(conversation, reply), **report})
+            text = self.rng.choice(procedure.guidance)
+        finished = all(step in done for step in procedure.steps)
+        if agent.style.reports_outcome:
+            agent.report_outcome(conversation, finished)
+        version = reply.version if reply is not None else ""
+        return Visit(task.kind, agent.tenant, finished and not guided, version)
 
     def _complain(
         self, agent: ScenarioAgent, conversation: Conversation, reply: Reply, problem: Problem

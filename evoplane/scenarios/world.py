@@ -18,6 +18,7 @@ from typing import Any
 __all__ = [
     "Fact",
     "Instruction",
+    "Procedure",
     "Slot",
     "Task",
     "TaskKind",
@@ -156,6 +157,26 @@ class Instruction:
 
 
 @dataclass(frozen=True)
+class Procedure:
+    """A multi-step task: tools to run in order, one turn each, as users walk the agent
+    through it. The model knows every step but `hidden` unless its context says it.
+
+    Args:
+        steps: the tools, in the order the task needs them.
+        hidden: the step a model leaves out (going on with the next) unless told.
+        cue: finds where the model's context says the hidden step.
+        guidance: how users tell the agent the step it missed (varied words).
+        go_on: what users say after a step that went right.
+    """
+
+    steps: tuple[str, ...]
+    hidden: str
+    cue: re.Pattern[str]
+    guidance: tuple[str, ...]
+    go_on: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Task:
     """One thing a user wants, as the world knows it; the user writes `text`."""
 
@@ -166,6 +187,7 @@ class Task:
     fact: str | None = None
     cue: str | None = None  # the words that tell this task's tool from a similar one
     complaints: tuple[str, ...] = ()  # what its user says when the wrong thing was done
+    procedure: Procedure | None = None  # a multi-step task (one tool per turn)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from evoplane.scenarios.model import ScriptedModel
 from evoplane.scenarios.world import Task, World
 from evoplane.scenarios.worlds.clinic import GERMAN, clinic
 from evoplane.scenarios.worlds.helpdesk import helpdesk
+from evoplane.scenarios.worlds.onboarding import STEPS, onboarding
 from evoplane.scenarios.worlds.travel import travel
 
 
@@ -116,3 +117,34 @@ def test_german_answers_only_when_instructed() -> None:
     assert not plain["content"].startswith(GERMAN)
     _, german = ask(world, "cancel", "lakeside", system="Always answer in German (Deutsch).")
     assert german["content"].startswith(GERMAN)
+
+
+def walk(world: World, system: str, seed: int = 3) -> list[str]:
+    """The tools the model runs for an onboarding, one turn a step, the user going on."""
+    task = world.remember(world.kinds["onboard"].make(random.Random(seed), "brightline"))
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": task.text}]
+    model, ran = ScriptedModel(world, noise=0.0), []
+    for _ in range(4):
+        reply = model.reply({"messages": messages, "tools": world.tool_specs()})
+        messages.append(reply)
+        if not reply.get("tool_calls"):
+            break
+        call = reply["tool_calls"][0]
+        ran.append(call["function"]["name"])
+        result = world.tools[ran[-1]].backend(
+            "brightline", json.loads(call["function"]["arguments"])
+        )
+        messages += [
+            {"role": "tool", "tool_call_id": call["id"], "content": result.text},
+            model.reply({"messages": [*messages], "tools": world.tool_specs()}),
+            {"role": "user", "content": "ok, next"},
+        ]
+    return ran
+
+
+def test_a_procedure_misses_its_hidden_step_until_the_context_says_it() -> None:
+    world = onboarding()
+    assert walk(world, world.instructions) == [STEPS[0], STEPS[1], STEPS[3]]
+    said = f"{world.instructions}\n<evoplane-skills>\n1. ... grant building access first\n"
+    assert walk(world, said) == list(STEPS)
+    assert walk(onboarding(forgets_access=False), world.instructions) == list(STEPS)
