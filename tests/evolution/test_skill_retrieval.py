@@ -132,3 +132,19 @@ def test_overlays_inject_the_block_and_fingerprint_it_and_undo_recovers_the_requ
     assert quiet.skills == [] and quiet.body["messages"] == ask("hi there")["messages"]
     assert "skills" in quiet.fingerprints
     assert "skills" not in apply_overlays(ask("hi"), VersionSpec(model=MODEL)).fingerprints
+
+
+def test_later_turns_of_a_task_still_get_its_skill() -> None:
+    # Users walking through a procedure say little more than "ok, next"; the task is in
+    # the first turn.
+    conversation = {
+        "messages": [
+            {"role": "user", "content": "Dana leaves on Friday: move her mailbox"},
+            {"role": "assistant", "content": "Looked up both accounts."},
+            {"role": "user", "content": "ok, next"},
+            {"role": "assistant", "content": "Frozen."},
+            {"role": "user", "content": "go on"},
+        ]
+    }
+    overlaid = apply_overlays(conversation, spec(TRANSFER), tenant="acme")
+    assert [hit.skill.name for hit in overlaid.skills] == ["mailbox transfer"]
