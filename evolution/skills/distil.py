@@ -24,6 +24,7 @@ __all__ = ["GuidanceTurn", "TaskTrajectory", "distil_skill", "skill_name"]
 _COMMON_SHARE = 0.4
 _DESCRIPTION_TERMS = 12
 _GUIDANCE_CHARS = 300
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ def distil_skill(task_type: str, step: int, trajectories: Sequence[TaskTrajector
     )
     steps = [f"Call {tool}" + (f" with {', '.join(args)}" if args else "") for tool, args in sketch]
     said = _representative(guidance)
-    if said is not None:
+    if said is not None and said.text:
         # Users said it at the answer that went wrong: after the steps before it.
         at = min(max(step - 1, 0), len(steps))
         steps.insert(at, f"At step {step}, as users had to tell the agent: {said.text}")
@@ -119,7 +120,8 @@ def _representative(guidance: Sequence[GuidanceTurn]) -> GuidanceTurn | None:
         return sum(len(bags[i] & bag) / (len(bags[i] | bag) or 1) for bag in bags)
 
     best = max(range(len(guidance)), key=lambda i: (overlap(i), -i))
-    text = " ".join(guidance[best].text.split())[:_GUIDANCE_CHARS]
+    # One line of printable text: the step is read in a system message.
+    text = " ".join(_CONTROL.sub(" ", guidance[best].text).split())[:_GUIDANCE_CHARS]
     return GuidanceTurn(guidance[best].step, text, guidance[best].source)
 
 
