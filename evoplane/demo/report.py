@@ -114,6 +114,13 @@ def _signals(row: EvolutionRow) -> str:
             f"{s.get('top_cluster_task_types')} task types, "
             f"{s.get('top_cluster_tool_setups')} tool setups)"
         )
+    if s.get("top_procedure_step") is not None:
+        lines.append(
+            f"procedure: '{s['top_procedure_task_type']}' guided at step "
+            f"{s['top_procedure_step']} in {s.get('top_procedure_sessions')} sessions "
+            f"({_pct(s.get('top_procedure_consistency'))} consistent, fixed "
+            f"{_pct(s.get('top_procedure_fixed_rate'))})"
+        )
     if s.get("regression_delta") is not None:
         against = "held-back parent" if s.get("regression_design") == "holdback" else "parent"
         lines.append(f"since promotion: reward {s['regression_delta']:+.2f} vs {against}")

@@ -37,3 +37,18 @@ def test_a_promotion_claims_an_improvement_only_when_the_canary_measured_one(
     assert diagnosed.shown
     assert improved.shown is shown
     assert detail in improved.detail
+
+
+def test_the_signals_column_says_a_procedural_failure() -> None:
+    from evoplane.demo.report import _signals
+
+    row = _promoted(0.4, 0.9)
+    row.signals = {
+        "trajectories": 60,
+        "top_procedure_task_type": "onboard",
+        "top_procedure_step": 3,
+        "top_procedure_sessions": 36,
+        "top_procedure_consistency": 1.0,
+        "top_procedure_fixed_rate": 0.97,
+    }
+    assert "procedure: 'onboard' guided at step 3 in 36 sessions" in _signals(row)
