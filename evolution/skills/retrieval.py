@@ -65,27 +65,26 @@ class SkillIndex:
     def search(self, query: str, tenant: str | None, task_type: str | None) -> list[ScoredSkill]:
         """The skills to inject, best first: in scope, matched, at most `top_k`, and
         together within `max_chars` (a skill that does not fit is passed over)."""
-        items = self.skills.items
-        ranked = self._words.ranked(tokenize(query)) or self._subwords.ranked(subwords(query))
-        scores = dict((index, score) for score, index in ranked)
-        named = [
-            i for i, s in enumerate(items) if task_type is not None and task_type in s.task_types
-        ]
-        # A named task type outranks any lexical score; ties keep the set's order.
-        order = sorted(
-            set(scores) | set(named), key=lambda i: (i not in named, -scores.get(i, 0), i)
-        )
         chosen: list[ScoredSkill] = []
-        used = 0
-        for index in order:
-            skill = items[index]
-            if not skill.serves(tenant, task_type):
+        room = self.skills.max_chars
+        for hit in self._matched(query, task_type):
+            size = len(skill_text(hit.skill))
+            if size > room or not hit.skill.serves(tenant, task_type):
                 continue
-            size = len(skill_text(skill))
-            if used + size > self.skills.max_chars:
-                continue
-            chosen.append(ScoredSkill(skill, scores.get(index, 0.0)))
-            used += size
+            chosen.append(hit)
+            room -= size
             if len(chosen) == self.skills.top_k:
                 break
         return chosen
+
+    def _matched(self, query: str, task_type: str | None) -> list[ScoredSkill]:
+        """Every skill the request matches, best first: those scoped to the task type it
+        names, then by lexical score; ties keep the set's order."""
+        items = self.skills.items
+        ranked = self._words.ranked(tokenize(query)) or self._subwords.ranked(subwords(query))
+        scores = {index: score for score, index in ranked}
+        named = {
+            i for i, s in enumerate(items) if task_type is not None and task_type in s.task_types
+        }
+        order = sorted(scores.keys() | named, key=lambda i: (i not in named, -scores.get(i, 0), i))
+        return [ScoredSkill(items[i], scores.get(i, 0.0)) for i in order]
