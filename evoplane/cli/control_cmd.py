@@ -282,10 +282,31 @@ def _diff_lines(part: str, change: dict[str, Any]) -> list[str]:
         if "top_k" in change:
             lines.append(f"  top_k: {change['top_k']['from']} -> {change['top_k']['to']}")
         return lines
+    if part == "skills":
+        return _skill_lines(change)
+    return _field_lines(change)
+
+
+def _field_lines(change: dict[str, Any]) -> list[str]:
     return [
         f"  {field}: {json.dumps(values['from'])} -> {json.dumps(values['to'])}"
         for field, values in change.items()
     ]
+
+
+def _skill_lines(change: dict[str, Any]) -> list[str]:
+    """Skills added, removed and changed by name, then the set's settings."""
+    lines = [f"  + {_skill_words(skill)}" for skill in change["added"]]
+    lines += [f"  - {skill['name']}" for skill in change["removed"]]
+    lines += [f"  ~ {_skill_words(item['after'])}" for item in change["changed"]]
+    settings = {k: v for k, v in change.items() if k not in ("added", "removed", "changed")}
+    return [*lines, *_field_lines(settings)]
+
+
+def _skill_words(skill: dict[str, Any]) -> str:
+    scope = ", ".join(skill.get("task_types") or []) or "any task"
+    steps = skill.get("steps") or []
+    return f"{skill['name']} [{scope}]: {len(steps)} steps ({skill.get('description', '')})"
 
 
 def _item_words(item: dict[str, Any]) -> str:

@@ -124,6 +124,38 @@ def test_a_diff_reads_each_part_as_a_person_would(
     ]
 
 
+def test_a_skills_diff_names_each_skill(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    skill = {"name": "onboard procedure", "description": "onboard: new hire", "steps": ["a", "b"]}
+    diff = {
+        "from": "support-bot@v2",
+        "to": "support-bot@v3",
+        "changed": ["skills"],
+        "parts": {
+            "skills": {
+                "added": [{**skill, "task_types": ["onboard"]}],
+                "removed": [{**skill, "name": "old"}],
+                "changed": [{"name": "x", "before": skill, "after": {**skill, "name": "x"}}],
+                "top_k": {"from": 2, "to": 3},
+            }
+        },
+    }
+    route = ("GET", "/api/agents/support-bot/versions/support-bot@v2/diff/v3")
+    monkeypatch.setattr(
+        control_cmd, "_control", lambda: answering({route: httpx.Response(200, json=diff)})
+    )
+    control_cmd.diff_versions("support-bot@v2", "v3")
+    assert capsys.readouterr().out.splitlines() == [
+        "support-bot@v2 -> support-bot@v3",
+        "skills",
+        "  + onboard procedure [onboard]: 2 steps (onboard: new hire)",
+        "  - old",
+        "  ~ x [any task]: 2 steps (onboard: new hire)",
+        "  top_k: 2 -> 3",
+    ]
+
+
 def test_a_version_named_without_its_agent_is_refused_before_any_call() -> None:
     with pytest.raises(typer.BadParameter, match="support-bot@v3"):
         control_cmd.show_version("v3", as_json=False)

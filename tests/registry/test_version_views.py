@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from atdp import Guardrails, MemorySnapshot, ToolOverride, ToolSchemaOverlay
+from atdp import Guardrails, MemorySnapshot, Skill, SkillSet, ToolOverride, ToolSchemaOverlay
 from registry import (
     Alias,
     InvalidRecordError,
@@ -17,6 +17,7 @@ from registry import (
     set_alias,
     transaction,
 )
+from registry.version_diff import changed_parts, diff_specs
 from tests.registry.helpers import seed_world, spec
 
 AGENT = "support-bot"
@@ -118,3 +119,19 @@ def test_a_memory_item_unknown_to_the_registry_is_shown_by_its_id(two_versions) 
         b = register_version(session, AGENT, hand_written, author="t", reason="t")
         diff = diff_versions(session, a, b)
     assert diff["parts"]["memory"]["added"] == [{"id": "no-such", "content": None}]
+
+
+def test_a_skills_change_is_its_own_part_by_skill_name() -> None:
+    before = spec("be brief")
+    first = Skill(name="onboard procedure", description="onboard", steps=["a"])
+    after = before.model_copy(update={"skills": SkillSet(items=[first])})
+    assert changed_parts(before, after) == ["skills"]
+    assert changed_parts(before, before.model_copy()) == []
+    diff = diff_specs(before, after, {})
+    assert [s["name"] for s in diff["parts"]["skills"]["added"]] == ["onboard procedure"]
+    edited = after.model_copy(
+        update={"skills": SkillSet(items=[first.model_copy(update={"steps": ["a", "b"]})])}
+    )
+    changed = diff_specs(after, edited, {})["parts"]["skills"]
+    assert [c["name"] for c in changed["changed"]] == ["onboard procedure"]
+    assert changed["added"] == changed["removed"] == []
