@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from atdp import SkillSet, VersionSpec, rename_arguments
+from atdp import VersionSpec, rename_arguments
 from evolution.memory import MemoryIndex, ScoredItem
 from evolution.skills import ScoredSkill, SkillIndex, skill_block
 
@@ -68,7 +68,7 @@ def apply_overlays(
     agent_messages = list(body.get("messages") or [])
     agent_tools = body.get("tools")
     retrieved = _retrieve(agent_messages, spec, memory)
-    skills = _skills(agent_messages, spec.skills, tenant, task_type_of(body))
+    skills = _skills(agent_messages, spec, tenant, task_type_of(body))
     messages, added, consumed = _with_harness(agent_messages, spec, retrieved, skills)
     blocked = frozenset(spec.guardrails.blocked_tools)
     maps = {name: dict(o.argument_map) for name, o in spec.tools.tools.items() if o.argument_map}
@@ -148,27 +148,28 @@ _SKILL_INDEXES: dict[str, SkillIndex] = {}
 _SKILL_INDEXES_KEPT = 256
 
 
-def skill_index(skills: SkillSet) -> SkillIndex:
-    """The index of a version's skill set (cached by its content)."""
-    key = hashlib.sha256(skills.model_dump_json().encode()).hexdigest()
+def skill_index(spec: VersionSpec) -> SkillIndex:
+    """The index of a version's skill set, cached by the set's fingerprint (the spec keeps
+    its part hashes, so a request pays for no hashing)."""
+    key = spec.part_hashes().get("skills", "")
     index = _SKILL_INDEXES.get(key)
     if index is None:
         if len(_SKILL_INDEXES) >= _SKILL_INDEXES_KEPT:
             _SKILL_INDEXES.pop(next(iter(_SKILL_INDEXES)))
-        index = _SKILL_INDEXES[key] = SkillIndex(skills)
+        index = _SKILL_INDEXES[key] = SkillIndex(spec.skills)
     return index
 
 
 def _skills(
-    messages: list[dict], skills: SkillSet, tenant: str | None, task_type: str | None
+    messages: list[dict], spec: VersionSpec, tenant: str | None, task_type: str | None
 ) -> list[ScoredSkill]:
-    if not skills.items:
+    if not spec.skills.items:
         return []
     # A skill is a whole task's procedure: the task is said in the first user turn, and
     # the latest says where it stands.
     user_turns = [_text(m.get("content")) for m in messages if m.get("role") == "user"]
     query = " ".join(dict.fromkeys(user_turns[:1] + user_turns[-1:]))
-    return skill_index(skills).search(query, tenant, task_type)
+    return skill_index(spec).search(query, tenant, task_type)
 
 
 def _text(content: Any) -> str:
