@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -78,29 +78,31 @@ class MemoryIndex:
 
 
 class Bm25:
-    """Okapi BM25 over documents given as term lists."""
+    """Okapi BM25 over documents given as term lists, scored term at a time over each
+    term's postings: a query costs what its terms' documents do, not the whole index."""
 
     def __init__(self, documents: Sequence[list[str]], k1: float, b: float) -> None:
-        self._docs = [Counter(terms) for terms in documents]
-        self._lengths = [sum(doc.values()) for doc in self._docs]
-        self._avg_length = (sum(self._lengths) / len(self._lengths)) if self._lengths else 0.0
-        frequency = Counter(term for doc in self._docs for term in doc)
-        n = len(self._docs)
+        docs = [Counter(terms) for terms in documents]
+        lengths = [sum(doc.values()) for doc in docs]
+        average = (sum(lengths) / len(lengths)) if lengths else 0.0
+        self._postings: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for index, doc in enumerate(docs):
+            for term, count in doc.items():
+                self._postings[term].append((index, count))
+        n = len(docs)
         # The "+1" variant of IDF keeps every weight positive, even for very common terms.
-        self._idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in frequency.items()}
-        self._k1, self._b = k1, b
+        self._idf = {
+            t: math.log(1 + (n - len(p) + 0.5) / (len(p) + 0.5)) for t, p in self._postings.items()
+        }
+        self._norms = [k1 * (1 - b + b * length / (average or 1.0)) for length in lengths]
+        self._k1 = k1
 
     def ranked(self, query: list[str]) -> list[tuple[float, int]]:
         """(score, document index) of every document with a positive score, best first."""
-        terms = set(query) & self._idf.keys()
-        if not terms:
-            return []
-        scored = [(self._score(i, terms), i) for i in range(len(self._docs))]
-        return sorted((pair for pair in scored if pair[0] > 0), key=lambda p: (-p[0], p[1]))
-
-    def _score(self, index: int, terms: set[str]) -> float:
-        doc, length = self._docs[index], self._lengths[index]
-        norm = self._k1 * (1 - self._b + self._b * length / (self._avg_length or 1.0))
-        return sum(
-            self._idf[t] * doc[t] * (self._k1 + 1) / (doc[t] + norm) for t in terms if t in doc
-        )
+        scores: dict[int, float] = defaultdict(float)
+        for term in set(query) & self._idf.keys():
+            idf = self._idf[term]
+            for index, count in self._postings[term]:
+                scores[index] += idf * count * (self._k1 + 1) / (count + self._norms[index])
+        ranked = [(score, index) for index, score in scores.items() if score > 0]
+        return sorted(ranked, key=lambda pair: (-pair[0], pair[1]))

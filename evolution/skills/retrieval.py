@@ -7,6 +7,7 @@ description; the steps are what is injected, not what is matched.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from atdp import Skill, SkillSet
@@ -77,14 +78,18 @@ class SkillIndex:
                 break
         return chosen
 
-    def _matched(self, query: str, task_type: str | None) -> list[ScoredSkill]:
+    def _matched(self, query: str, task_type: str | None) -> Iterator[ScoredSkill]:
         """Every skill the request matches, best first: those scoped to the task type it
-        names, then by lexical score; ties keep the set's order."""
+        names (in the set's order), then the others by lexical score."""
         items = self.skills.items
         ranked = self._words.ranked(tokenize(query)) or self._subwords.ranked(subwords(query))
-        scores = {index: score for score, index in ranked}
-        named = {
+        named = [
             i for i, s in enumerate(items) if task_type is not None and task_type in s.task_types
-        }
-        order = sorted(scores.keys() | named, key=lambda i: (i not in named, -scores.get(i, 0), i))
-        return [ScoredSkill(items[i], scores.get(i, 0.0)) for i in order]
+        ]
+        scores = {index: score for score, index in ranked}
+        for index in named:
+            yield ScoredSkill(items[index], scores.get(index, 0.0))
+        named_set = set(named)
+        for score, index in ranked:
+            if index not in named_set:
+                yield ScoredSkill(items[index], score)
