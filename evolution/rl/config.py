@@ -60,6 +60,8 @@ class StepMetrics:
     importance_weight: float
     groups_used: int
     seconds: float
+    tokens: int = 0  # completion tokens the loss read (offline objectives)
+    accuracy: float | None = None  # preference objectives: pairs whose chosen leads
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,13 @@ corrected by a separate, truncated importance weight:
 With on-policy samples w = 1 and this is plain PPO/GRPO. `eps_high > eps_low` is DAPO's
 clip-higher. GRPO's advantage is the group-normalised reward; PPO here uses the same
 sequence-level advantage (no value model) with a KL penalty to the reference weights.
+
+Beside them, the offline objectives that need no sampling: SFT (token-mean negative
+log-likelihood of a target completion) and preference optimisation on (chosen, rejected)
+pairs against frozen reference weights, DPO's sigmoid loss or IPO's squared one:
+
+    h = (log pi(y_w) - log ref(y_w)) - (log pi(y_l) - log ref(y_l))
+    DPO: -log sigmoid(beta * h)        IPO: (h - 1 / (2 * beta))^2
 """
 
 from __future__ import annotations
@@ -24,9 +31,12 @@ __all__ = [
     "NO_SIGNAL",
     "LossTerms",
     "ObjectiveConfig",
+    "PreferenceTerms",
     "group_advantages",
     "mixed_groups",
     "policy_loss",
+    "preference_loss",
+    "sft_loss",
 ]
 
 NO_SIGNAL = 1e-6  # a group's reward spread (std) at or below this teaches nothing
@@ -37,20 +47,28 @@ class ObjectiveConfig:
     """How the policy loss is formed.
 
     Args:
-        kind: "grpo" (group-normalised advantages, KL optional) or "ppo" (KL penalty on).
+        kind: "grpo" (group-normalised advantages, KL optional), "ppo" (KL penalty on), or an
+            offline objective: "sft", "dpo" or "ipo" (`evolution.rl.offline`).
         eps_low / eps_high: the clip range of the ratio; eps_high > eps_low is clip-higher.
         kl_coef: weight of the KL penalty to the reference policy (k3 estimator).
         max_importance_weight: truncation of the behaviour correction w.
         normalise_std: divide group advantages by the group's reward std (GRPO); off gives
             Dr. GRPO's mean-only baseline.
+        beta: DPO's / IPO's strength of the pull towards the reference weights.
     """
 
-    kind: Literal["grpo", "ppo"] = "grpo"
+    kind: Literal["grpo", "ppo", "sft", "dpo", "ipo"] = "grpo"
     eps_low: float = 0.2
     eps_high: float = 0.2
     kl_coef: float = 0.0
     max_importance_weight: float = 5.0
     normalise_std: bool = True
+    beta: float = 0.1
+
+    @property
+    def offline(self) -> bool:
+        """Whether the objective learns from fixed data (no sampling): SFT, DPO, IPO."""
+        return self.kind in ("sft", "dpo", "ipo")
 
 
 @dataclass(frozen=True)
@@ -144,3 +162,41 @@ def policy_loss(
         clip_fraction=float(clip_frac),
         importance_weight=float(mean_w),
     )
+
+
+def sft_loss(logprobs: Any, mask: Any) -> Any:
+    """Token-mean negative log-likelihood of target completions ([B, T] logprobs and mask)."""
+    return -(logprobs * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+@dataclass(frozen=True)
+class PreferenceTerms:
+    """A preference loss and what a person watches: how far chosen leads rejected."""
+
+    loss: Any
+    margin: float  # mean beta * h: the implicit reward of chosen over rejected
+    accuracy: float  # share of pairs whose chosen already leads (h > 0)
+
+
+def preference_loss(
+    chosen: Any,
+    rejected: Any,
+    reference_chosen: Any,
+    reference_rejected: Any,
+    *,
+    beta: float,
+    kind: Literal["dpo", "ipo"] = "dpo",
+) -> PreferenceTerms:
+    """DPO's or IPO's loss over a batch of pairs, each argument a [B] tensor of sequence
+    logprobs (the sum over a completion's tokens; the reference ones carry no gradient)."""
+    import torch
+
+    h = (chosen - reference_chosen.detach()) - (rejected - reference_rejected.detach())
+    if kind == "ipo":
+        losses = (h - 1.0 / (2.0 * beta)) ** 2
+    else:
+        losses = -torch.nn.functional.logsigmoid(beta * h)
+    with torch.no_grad():
+        margin = float((beta * h).mean())
+        accuracy = float((h > 0).float().mean())
+    return PreferenceTerms(loss=losses.mean(), margin=margin, accuracy=accuracy)

@@ -15,7 +15,7 @@ was rewarded, else the rewarded call that resolved the same user turn later in t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -23,7 +23,16 @@ from typing import Any
 from atdp import agent_request
 from registry import Session, export_records
 
-__all__ = ["RecordedPrompt", "recorded_prompts", "split_holdout"]
+__all__ = [
+    "SUCCESS",
+    "RecordedPrompt",
+    "last_user",
+    "record_prompts",
+    "recorded_prompts",
+    "rewarded_call",
+    "split_holdout",
+    "training_records",
+]
 
 # A step with at least this effective reward counts as a success.
 SUCCESS = 0.5
@@ -63,13 +72,27 @@ def recorded_prompts(
 ) -> list[RecordedPrompt]:
     """The agent's training-eligible llm_calls from `tenants`, oldest first."""
     prompts: list[RecordedPrompt] = []
-    for tenant in tenants:
-        for record in export_records(session, tenant, agent, since=since, limit=limit):
-            prompts.extend(_prompts_of(record))
+    for record in training_records(session, agent, tenants, since=since, limit=limit):
+        prompts.extend(record_prompts(record))
     return prompts
 
 
-def _prompts_of(record: dict[str, Any]) -> list[RecordedPrompt]:
+def training_records(
+    session: Session,
+    agent: str,
+    tenants: Sequence[str],
+    *,
+    since: datetime | None = None,
+    limit: int = 100_000,
+) -> Iterator[dict[str, Any]]:
+    """The training export of `tenants`, one record per trajectory: the only traffic any
+    training data is built from (`evolution.rl.data`)."""
+    for tenant in tenants:
+        yield from export_records(session, tenant, agent, since=since, limit=limit)
+
+
+def record_prompts(record: dict[str, Any]) -> list[RecordedPrompt]:
+    """A training record's llm_calls as prompts, in the order of its `steps`."""
     tools = _offered_tools(record["events"])
     # What the gateway recorded to undo the overlays: the agent's own tools, the renames.
     undo = {
@@ -121,21 +144,23 @@ def _references(steps: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     references: dict[str, dict[str, Any]] = {}
     for i, step in enumerate(steps):
         for later in steps[i:]:
-            if _last_user(later) != _last_user(step):
+            if last_user(later) != last_user(step):
                 break
-            call = _rewarded_call(later)
+            call = rewarded_call(later)
             if call is not None:
                 references[step["event_id"]] = call
                 break
     return references
 
 
-def _last_user(step: dict[str, Any]) -> Any:
+def last_user(step: dict[str, Any]) -> Any:
+    """The text of the last user message a training step's prompt holds."""
     users = [m.get("content") for m in step["messages"] if m.get("role") == "user"]
     return users[-1] if users else None
 
 
-def _rewarded_call(step: dict[str, Any]) -> dict[str, Any] | None:
+def rewarded_call(step: dict[str, Any]) -> dict[str, Any] | None:
+    """A training step's one tool call (arguments parsed) when it was rewarded a success."""
     import json
 
     calls = step["completion"]["tool_calls"]

@@ -49,9 +49,11 @@ def update_policy(
 
 
 def reference_policy(base: Path, config: TrainConfig, device: str) -> Policy | None:
-    """The frozen start weights (also after a resume), when the objective has a KL penalty."""
-    wants_kl = config.reference_kl or config.objective.kind == "ppo" or config.objective.kl_coef
-    if not wants_kl:
+    """The frozen start weights (also after a resume), when the objective has a KL penalty
+    or compares with them (DPO, IPO)."""
+    kind = config.objective.kind
+    wants = config.reference_kl or kind in ("ppo", "dpo", "ipo") or config.objective.kl_coef
+    if not wants:
         return None
     frozen = Policy.load(base, device=device)
     frozen.model.requires_grad_(False).eval()

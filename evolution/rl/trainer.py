@@ -3,7 +3,8 @@
 `TrainConfig.backend` picks the module that supplies the models: `torch`
 (`evolution.rl.backends.torch`, CPU or one GPU) or `megatron` (`evolution.rl.backends.megatron`,
 GPU workers with megatron-core). Both run the same loop (`evolution.rl.loop`) and write the same
-checkpoints (`evolution.rl.checkpoints`), so a job resumes the same way on either.
+checkpoints (`evolution.rl.checkpoints`), so a job resumes the same way on either. The
+offline objectives (SFT, DPO, IPO) train on fixed data instead: `evolution.rl.offline`.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from evolution.rl.loop import OpenModels, run_training
 from evolution.rl.rewards import RewardFunction
 from evolution.rl.samples import RecordedPrompt
 
-__all__ = ["train"]
+__all__ = ["open_models", "train"]
 
 
 def train(
@@ -39,7 +40,7 @@ def train(
         on_step / on_checkpoint: progress callbacks (heartbeats, MLflow, a progress bar).
     """
     return run_training(
-        _backend(config),
+        open_models(config),
         base,
         out_dir,
         prompts,
@@ -50,7 +51,7 @@ def train(
     )
 
 
-def _backend(config: TrainConfig) -> OpenModels:
+def open_models(config: TrainConfig) -> OpenModels:
     """The models of `config.backend`; its module is imported only when a job uses it."""
     if config.backend == "megatron":
         from evolution.rl.backends.megatron import megatron_models  # GPU workers only

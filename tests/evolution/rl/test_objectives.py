@@ -107,3 +107,59 @@ def test_ppo_adds_a_non_negative_kl_to_the_reference() -> None:
         tensors([[-1.5, -1.0]]),
     )
     assert moved.kl > 0 and float(moved.loss) == pytest.approx(0.5 * moved.kl)
+
+
+def test_sft_loss_is_the_token_mean_negative_log_likelihood() -> None:
+    from evolution.rl.objectives import sft_loss
+
+    logprobs = tensors([[-1.0, -2.0, -9.0], [-0.5, 0.0, 0.0]]).requires_grad_()
+    mask = tensors([[1, 1, 0], [1, 0, 0]])
+    loss = sft_loss(logprobs, mask)
+    assert float(loss) == pytest.approx((1.0 + 2.0 + 0.5) / 3)  # the padding's -9 counts not
+    loss.backward()
+    assert torch.allclose(logprobs.grad, -mask / 3)
+
+
+def test_dpo_loss_against_a_hand_computed_pair() -> None:
+    from evolution.rl.objectives import preference_loss
+
+    # h = (-3 - -4) - (-5 - -4.5) = 1 + 0.5 = 1.5; beta 0.1: loss = -log sigmoid(0.15).
+    chosen = tensors([-3.0]).requires_grad_()
+    rejected = tensors([-5.0]).requires_grad_()
+    terms = preference_loss(chosen, rejected, tensors([-4.0]), tensors([-4.5]), beta=0.1)
+    expected = -math.log(1 / (1 + math.exp(-0.15)))
+    assert float(terms.loss) == pytest.approx(expected)
+    assert terms.margin == pytest.approx(0.15) and terms.accuracy == 1.0
+    terms.loss.backward()
+    # d/dchosen = -beta * sigmoid(-beta h); rejected gets the opposite.
+    pull = 0.1 / (1 + math.exp(0.15))
+    assert float(chosen.grad) == pytest.approx(-pull)
+    assert float(rejected.grad) == pytest.approx(pull)
+
+
+def test_ipo_loss_against_a_hand_computed_pair() -> None:
+    from evolution.rl.objectives import preference_loss
+
+    # h = (-2 - -2) - (-2 - -1) = 1; beta 0.25: target 1 / (2 * 0.25) = 2; loss (1 - 2)^2 = 1.
+    chosen = tensors([-2.0, -1.0]).requires_grad_()
+    rejected = tensors([-2.0, -1.0])
+    terms = preference_loss(
+        chosen, rejected, tensors([-2.0, -1.0]), tensors([-1.0, -3.0]), beta=0.25, kind="ipo"
+    )
+    # second pair: h = 0 - 2 = -2; loss (-2 - 2)^2 = 16; mean (1 + 16) / 2.
+    assert float(terms.loss) == pytest.approx(8.5)
+    assert terms.accuracy == 0.5
+    terms.loss.backward()
+    # d/dchosen of mean((h - 2)^2) over 2 pairs = 2 (h - 2) / 2 = [-1, -4].
+    assert torch.allclose(chosen.grad, tensors([-1.0, -4.0]))
+
+
+def test_a_pair_the_policy_already_prefers_costs_less_than_one_it_does_not() -> None:
+    from evolution.rl.objectives import preference_loss
+
+    ref = tensors([-2.0])
+    good = preference_loss(tensors([-1.0]), tensors([-3.0]), ref, ref, beta=0.5)
+    bad = preference_loss(tensors([-3.0]), tensors([-1.0]), ref, ref, beta=0.5)
+    even = preference_loss(ref, ref, ref, ref, beta=0.5)
+    assert float(even.loss) == pytest.approx(math.log(2))
+    assert float(good.loss) < float(even.loss) < float(bad.loss)

@@ -1,0 +1,37 @@
+"""Training data from every signal a training export holds, one module per kind.
+
+Every builder reads only what `evolution.rl.samples.training_records` yields (the registry's
+training export: eligible events of real user traffic, never shadow or evaluation traffic,
+never `debug_only` or `audit_only` data), or prompts made from it:
+
+- `preferences`: DPO pairs, (the user's correction or the rewarded retry) over (the answer
+  it corrected), and best over worst within a sampled group;
+- `teacher`: SFT targets, a failed step replayed with a teacher (an OpenAI-compatible model
+  or the agent's own best version), kept where the verifier accepts the answer;
+- `rejection`: rejection sampling, the best of N samples of the current weights under the
+  verifiable reward;
+- `process`: per-turn rewards read off each turn's next state (tool results, the user's
+  next turn), with a hint where the next state says what should have been done.
+"""
+
+from evolution.rl.data.preferences import PreferencePair, correction_pairs, group_pairs
+from evolution.rl.data.process import TurnReward, process_advantages, turn_rewards
+from evolution.rl.data.rejection import rejection_samples
+from evolution.rl.data.teacher import OpenAITeacher, PolicyTeacher, Teacher, teacher_targets
+from evolution.rl.data.text import call_text, completion_text
+
+__all__ = [
+    "OpenAITeacher",
+    "PolicyTeacher",
+    "PreferencePair",
+    "Teacher",
+    "TurnReward",
+    "call_text",
+    "completion_text",
+    "correction_pairs",
+    "group_pairs",
+    "process_advantages",
+    "rejection_samples",
+    "teacher_targets",
+    "turn_rewards",
+]
