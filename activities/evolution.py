@@ -207,7 +207,9 @@ class EvolutionActivities:
                 records = read_window(session, request.window)
             with self._correction_judge(request.window.agent) as reader:
                 stats = measure_window(records, judge=reader)
-        decision = decide(stats, request.policy, force=request.force)
+        decision = decide(
+            stats, request.policy, force=request.force, teacher=self._has_teacher(request)
+        )
         with transaction(self.engine) as session:
             update_evolution(
                 session,
@@ -220,6 +222,12 @@ class EvolutionActivities:
             self._track("log_decision", request.mlflow_run_id, decision.model_dump(mode="json"))
             self._track("log_params", request.mlflow_run_id, {"action": decision.action.value})
         return decision
+
+    def _has_teacher(self, request: DecideRequest) -> bool:
+        """Whether the agent's training has a teacher model (SFT targets from replay)."""
+        with transaction(self.engine) as session:
+            agent = get_agent(session, request.window.agent)
+            return EvolutionSettings.of(agent.settings).training.teacher is not None
 
     @contextmanager
     def _correction_judge(self, agent: str) -> Iterator[CorrectionJudge | None]:

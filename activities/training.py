@@ -56,13 +56,25 @@ class TrainingActivities:
 
     @activity.defn
     def train_policy(self, request: CandidateRequest) -> Candidate:
-        """Train the parent's weights on the window; resumes from its last checkpoint."""
+        """Train the parent's weights on the window with the decision's algorithm (GRPO
+        unless it chose SFT or DPO); resumes from its last checkpoint."""
         from evolution.rl.backends.torch import use_threads
-        from evolution.rl.trainer import train
+        from evolution.rl.plan import training_plan
+        from evolution.rl.samples import record_prompts
 
-        parent, settings, prompts = self._inputs(request)
+        parent, settings, records = self._inputs(request)
+        prompts = [p for record in records for p in record_prompts(record)]
         train_prompts, held_out = self._split(prompts, settings)
-        config = settings.train_config(device=self.device)
+        plan = training_plan(
+            request.decision.algorithm,
+            request.decision.algorithm_reason,
+            records,
+            train_prompts,
+            held_out,
+            teacher=_teacher(settings),
+            objective=settings.objective,
+        )
+        config = settings.train_config(device=self.device, algorithm=plan.offline)
         use_threads(config.threads)  # for the held-out evaluations too
         out_dir = self.checkpoint_root / request.agent / request.evolution_id
         training_reward, reward = job_rewards(settings)
@@ -71,23 +83,26 @@ class TrainingActivities:
         previous = _previous_heartbeat()
         resumed = _checkpoint_step(out_dir)
         activity.logger.info(
-            "training %s from %s on %d prompts (%d held out); resuming after step %d",
+            "training %s (%s) from %s on %s (%d held out); resuming after step %d",
             request.agent,
+            plan.algorithm,
             base,
-            len(train_prompts),
+            plan.counts,
             len(held_out),
             resumed,
         )
+        if run_id := self._run_id(request):
+            self._track("log_params", run_id, {"algorithm": plan.algorithm})
+            self._track("log_metrics", run_id, {f"data_{k}": v for k, v in plan.counts.items()})
         beat = _Heartbeat({"step": resumed, "resumed_from": resumed, "phase": "starting"})
         try:
             with beat:
-                result = train(
+                result = plan.run(
                     base,
                     out_dir,
-                    train_prompts,
                     training_reward,
                     config,
-                    on_step=lambda m: self._on_step(request, m, beat),
+                    lambda m: self._on_step(request, m, beat),
                 )
         except ValueError as error:
             raise _fatal("NothingToTrain", str(error)) from None
@@ -104,6 +119,9 @@ class TrainingActivities:
         )
         evidence = {
             "objective": config.objective.kind,
+            "algorithm": plan.algorithm,
+            "algorithm_reason": plan.reason,
+            "data": plan.counts,
             "steps": result.steps,
             "resumed_from_step": result.resumed_from,
             "previous_attempt_heartbeat": previous,
@@ -118,8 +136,7 @@ class TrainingActivities:
             self._track("log_metrics", request_run, {"heldout_reward_after": after})
         return Candidate(
             spec=spec,
-            summary=f"{config.objective.kind.upper()} on {len(train_prompts)} recorded prompts, "
-            f"{result.steps} steps",
+            summary=f"{plan.algorithm.upper()} on {plan.summary}, {result.steps} steps",
             changes=[f"weights: {base} -> {result.checkpoint}"],
             evidence=evidence,
         )
@@ -127,7 +144,8 @@ class TrainingActivities:
     # --- inputs -------------------------------------------------------------------------
 
     def _inputs(self, request: CandidateRequest) -> tuple[Any, Any, list]:
-        from evolution.rl.samples import recorded_prompts
+        """The parent version, the agent's training settings, the window's training export."""
+        from evolution.rl.samples import training_records
 
         with transaction(self.engine) as session:
             parent = get_version(session, request.parent_version)
@@ -148,8 +166,9 @@ class TrainingActivities:
                 for t in list_tenants(session)
                 if request.agent in tenant_agents(session, t.name)
             ]
-            prompts = recorded_prompts(session, request.agent, tenants, since=request.window.since)
-        return parent, settings.training, prompts
+            since = request.window.since
+            records = list(training_records(session, request.agent, tenants, since=since))
+        return parent, settings.training, records
 
     @staticmethod
     def _split(prompts: list, settings: Any) -> tuple[list, list]:
@@ -222,6 +241,19 @@ class TrainingActivities:
         except Exception:  # MLflow down must not fail a training job
             log.exception("MLflow %s failed", method)
             return None
+
+
+def _teacher(settings: Any) -> Any:
+    """The agent's teacher for SFT targets, None when it has none."""
+    import os
+
+    from evolution.rl.data import OpenAITeacher
+
+    if settings.teacher is None:
+        return None
+    chosen = settings.teacher
+    key = os.environ.get(chosen.api_key_env) if chosen.api_key_env else None
+    return OpenAITeacher(chosen.base_url, chosen.model, api_key=key)
 
 
 def job_rewards(settings: Any) -> tuple[Any, Any]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from evolution.decision.algorithm import choose_algorithm
 from evolution.decision.reasons import (
     chosen_reason,
     excluded_note,
@@ -38,6 +39,7 @@ def decide(
     *,
     allowed: Collection[Action] | None = None,
     force: Action | None = None,
+    teacher: bool = False,
 ) -> DecisionRecord:
     """Pick the action with the best gain - cost - risk for this window, and say why.
 
@@ -45,6 +47,7 @@ def decide(
         allowed: the actions this agent may take (noop is always allowed); None for all.
         force: take this action whatever the scores say (they are still recorded); it
             overrides `allowed`, because an operator's explicit choice outranks defaults.
+        teacher: whether the agent has a teacher model configured (for weights' algorithm).
     """
     config = config or PolicyConfig()
     options = action_options(stats, config)
@@ -57,17 +60,20 @@ def decide(
     target = options[action].target
     if force is not None and target is None:
         target = _forced_target(action, stats, config)
+    algorithm, why = choose_algorithm(stats, config, teacher=teacher)
     return DecisionRecord(
         action=action,
         reason=reason,
         target=target,
         scores=scores,
-        signals=window_signals(stats),
+        signals={**window_signals(stats), "weights_algorithm": algorithm},
         window=stats.spec,
         stable_version=stats.stable_version,
         forced=force is not None,
         allowed=None if allowed is None else _in_order(_permitted(allowed)),
         holdback_answered=is_holdback_answered(stats.regression, config),
+        algorithm=algorithm if action is Action.WEIGHTS else None,
+        algorithm_reason=why if action is Action.WEIGHTS else None,
     )
 
 
@@ -147,4 +153,7 @@ def fall_back(decision: DecisionRecord, to: ActionScore, why: str) -> DecisionRe
     """The decision re-aimed at the fallback `to`: its action, its target, and a reason
     that says why the evolution moved on (`why`) and what `to` addresses."""
     reason = f"{to.action}, the next-best change ({why}): {to.evidence} (score {to.score:.3f})"
-    return decision.model_copy(update={"action": to.action, "target": to.target, "reason": reason})
+    update = {"action": to.action, "target": to.target, "reason": reason}
+    if to.action is Action.WEIGHTS:  # how weights would train was read with the window
+        update["algorithm"] = decision.signals.get("weights_algorithm")
+    return decision.model_copy(update=update)

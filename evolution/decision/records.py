@@ -95,6 +95,12 @@ class PolicyConfig(_Value):
     rollback_priority: float = Field(
         1.0, ge=0.0, description="gain added to a confirmed rollback so it outranks fixes"
     )
+    sft_below: float = Field(
+        0.1, ge=0.0, le=1.0, description="success below which weights train SFT first, not GRPO"
+    )
+    dpo_min_corrections: int = Field(
+        20, ge=1, description="corrected or retried answers that make weights train DPO"
+    )
 
     def cost(self, action: Action) -> float:
         """What `action` costs to build and gate (noop costs nothing)."""
@@ -138,3 +144,7 @@ class DecisionRecord(_Value):
     # The held-back parent has answered: stable is no worse than it (within the regression
     # tolerance) on enough rewards each side, so the holdback may end.
     holdback_answered: bool = False
+    # How a weights change trains on this window (sft, dpo, grpo) and why; set when the
+    # action is weights (`evolution.decision.algorithm`).
+    algorithm: str | None = None
+    algorithm_reason: str | None = None

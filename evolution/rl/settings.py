@@ -14,7 +14,22 @@ from pydantic import BaseModel, ConfigDict, Field
 from evolution.rl.config import LoraSettings, TrainConfig
 from evolution.rl.objectives import ObjectiveConfig
 
-__all__ = ["TrainingSettings"]
+__all__ = ["TeacherSettings", "TrainingSettings"]
+
+
+class TeacherSettings(BaseModel):
+    """An OpenAI-compatible model that answers failed steps for SFT targets.
+
+    Args:
+        base_url: up to `/v1` (the endpoint is `<base_url>/chat/completions`).
+        api_key_env: the environment variable of the worker that holds its key, if any.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    base_url: str = Field(min_length=1)
+    model: str = Field(min_length=1)
+    api_key_env: str | None = None
 
 
 class TrainingSettings(BaseModel):
@@ -30,6 +45,8 @@ class TrainingSettings(BaseModel):
     fill_draws: with dynamic sampling, extra prompts a step may draw while fewer than
         `prompts_per_step` of its groups have mixed rewards (the only ones that teach).
     backend: torch (CPU or one GPU) or megatron (GPU workers with megatron-core).
+    beta: DPO's pull towards the parent's weights, when the decision chose DPO.
+    teacher: a model to replay failed steps with for SFT targets (None: none).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -53,14 +70,22 @@ class TrainingSettings(BaseModel):
     seed: int = 0
     backend: Literal["torch", "megatron"] = "torch"
     threads: int | None = Field(default=None, ge=1)
+    beta: float = Field(default=0.1, gt=0)
+    teacher: TeacherSettings | None = None
 
-    def train_config(self, *, device: str = "cpu") -> TrainConfig:
+    def train_config(
+        self, *, device: str = "cpu", algorithm: Literal["sft", "dpo"] | None = None
+    ) -> TrainConfig:
+        """The trainer's config; `algorithm` (the decision's, when not RL) overrides
+        `objective`."""
+        kind = algorithm or self.objective
         return TrainConfig(
             objective=ObjectiveConfig(
-                kind=self.objective,
+                kind=kind,
                 eps_low=self.eps_low,
                 eps_high=self.eps_high,
-                kl_coef=self.kl_coef if self.objective == "grpo" else max(self.kl_coef, 0.01),
+                kl_coef=self.kl_coef if kind != "ppo" else max(self.kl_coef, 0.01),
+                beta=self.beta,
             ),
             steps=self.steps,
             prompts_per_step=self.prompts_per_step,

@@ -194,6 +194,10 @@ async def test_training_steps_and_the_checkpoint_are_tracked_in_mlflow(
     run = mlflow.get_run(status.mlflow_run_id)
     assert "heldout_reward_before" in run.data.metrics
     assert "heldout_reward_after" in run.data.metrics
+    # The decision's algorithm (the window is all successes and no corrections: GRPO) and
+    # what it trained on.
+    assert run.data.params["algorithm"] == "grpo"
+    assert 0 < run.data.metrics["data_prompts"] <= 12
     # The trained checkpoint is a model version of the agent's registered model.
     registered = mlflow.search_model_versions(f"name='{model_name(AGENT)}'")
     (trained,) = [v for v in registered if v.run_id == status.mlflow_run_id]  # its run's

@@ -114,3 +114,38 @@ def test_rejection_sampling_keeps_each_prompts_verified_best(base) -> None:
     assert kept and all("a" in demo.completion for demo in kept)
     assert {demo.messages[0]["content"] for demo in kept} <= {"0", "1", "2"}
     assert rejection_samples(policy, prompts, has_an_a, n=4, accept=2.0, max_new_tokens=8) == []
+
+
+def test_process_advantages_train_the_recorded_turns_through_the_policy_loss(base) -> None:
+    from evolution.rl.groups import recorded_groups
+    from evolution.rl.step import update_policy
+
+    policy = Policy.load(base)
+    prompt_ids = policy.prompt_ids(MESSAGES)
+
+    def recorded(event_id: str, text: str) -> RecordedPrompt:
+        ids = policy.tokenizer.encode(text, add_special_tokens=False) + [policy.eos_id]
+        logprobs, _ = policy.token_logprobs(prompt_ids, [ids])
+        return RecordedPrompt(
+            event_id=event_id,
+            tenant="acme",
+            messages=MESSAGES,
+            token_ids=ids,
+            logprobs=logprobs[0].tolist(),
+        )
+
+    good, bad, flat = recorded("good", "cancel"), recorded("bad", "lookup"), recorded("z", "x")
+    groups = recorded_groups(policy, [good, bad, flat], {"good": 1.0, "bad": -1.0, "z": 0.0})
+    assert len(groups) == 2  # a turn of advantage 0 teaches nothing
+    settings = TrainConfig(dynamic_sampling=False)
+    optimiser = torch.optim.AdamW(policy.model.parameters(), lr=3e-3)
+
+    def lead() -> float:
+        ids = [good.token_ids, bad.token_ids]
+        logprobs, _ = policy.token_logprobs(prompt_ids, ids)
+        return float(logprobs[0].sum() - logprobs[1].sum())
+
+    before = lead()
+    for _ in range(3):
+        update_policy(policy, None, optimiser, groups, settings)
+    assert lead() > before + 0.5

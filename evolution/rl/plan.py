@@ -1,0 +1,122 @@
+"""A weights job's plan: the decision's algorithm, the data it trains on, and how it runs.
+
+The decision names the algorithm from the window (`evolution.decision.algorithm`); the plan
+builds that algorithm's data from the job's training export and prompts (never from the
+held-out prompts) and falls back to GRPO, saying so, when there is none:
+
+- dpo: pairs of (the rewarded retry or correction) over (the answer it fixed);
+- sft: the rewarded calls as demonstrations, plus a teacher's verified answers to the
+  failed steps where the agent has a teacher;
+- grpo: groups sampled on the prompts (ppo where the agent's settings say so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evolution.rl.config import StepMetrics, TrainConfig, TrainResult
+from evolution.rl.data import Teacher, call_text, correction_pairs, teacher_targets
+from evolution.rl.rewards import RewardFunction, ToolCallReward
+from evolution.rl.samples import RecordedPrompt
+from evolution.rl.sft import Demonstration
+
+__all__ = ["TrainingPlan", "training_plan"]
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """What a weights job trains with; `offline` is the offline objective (None: RL)."""
+
+    algorithm: str
+    reason: str
+    counts: dict[str, int]
+    prompts: list[RecordedPrompt]
+    examples: list[Any] = field(default_factory=list)
+    offline: str | None = None
+
+    @property
+    def summary(self) -> str:
+        return ", ".join(f"{n} {kind}" for kind, n in self.counts.items())
+
+    def run(
+        self,
+        base: Path,
+        out_dir: Path,
+        reward: RewardFunction,
+        config: TrainConfig,
+        on_step: Callable[[StepMetrics], None] | None = None,
+    ) -> TrainResult:
+        """Train `base` into `out_dir` as planned (`config` made with `offline`)."""
+        if self.offline is not None:
+            from evolution.rl.offline import train_offline
+
+            return train_offline(base, out_dir, self.examples, config, on_step=on_step)
+        from evolution.rl.trainer import train
+
+        return train(base, out_dir, self.prompts, reward, config, on_step=on_step)
+
+
+def training_plan(
+    algorithm: str | None,
+    reason: str | None,
+    records: Sequence[dict[str, Any]],
+    train_prompts: Sequence[RecordedPrompt],
+    held_out: Sequence[RecordedPrompt],
+    *,
+    teacher: Teacher | None = None,
+    objective: str = "grpo",
+) -> TrainingPlan:
+    """The plan for the decision's `algorithm` (None: the agent's RL `objective`) on the
+    job's data."""
+    rl = TrainingPlan(
+        algorithm=objective,
+        reason=reason
+        if algorithm in (None, objective) and reason
+        else f"{objective} on the verifiable reward, as the agent's training settings say",
+        counts={"prompts": len(train_prompts)},
+        prompts=list(train_prompts),
+    )
+    hidden = {p.event_id for p in held_out}
+    if algorithm == "dpo":
+        pairs = [p for p in correction_pairs(records) if p.prompt.event_id not in hidden]
+        if pairs:
+            counts = {"pairs": len(pairs)}
+            return TrainingPlan("dpo", reason or "", counts, list(train_prompts), pairs, "dpo")
+        return _fallen_back(rl, "dpo", "no corrected answer has a rewarded fix to pair it with")
+    if algorithm == "sft":
+        demos = _demonstrations(train_prompts, teacher)
+        if demos:
+            counts = {"demonstrations": len(demos)}
+            return TrainingPlan("sft", reason or "", counts, list(train_prompts), demos, "sft")
+        return _fallen_back(rl, "sft", "no verified answer to fine-tune on")
+    return rl
+
+
+def _demonstrations(
+    prompts: Sequence[RecordedPrompt], teacher: Teacher | None
+) -> list[Demonstration]:
+    """The rewarded calls as demonstrations, and a teacher's verified answers."""
+    demos = [
+        Demonstration(
+            p.messages,
+            call_text(p.reference["name"], p.reference.get("arguments")),
+            p.tools or None,
+        )
+        for p in prompts
+        if p.reference is not None
+    ]
+    if teacher is not None:
+        demos += teacher_targets(prompts, teacher, ToolCallReward())
+    return demos
+
+
+def _fallen_back(plan: TrainingPlan, algorithm: str, why: str) -> TrainingPlan:
+    return TrainingPlan(
+        algorithm=plan.algorithm,
+        reason=f"the decision chose {algorithm}, but {why}: {plan.reason}",
+        counts=plan.counts,
+        prompts=plan.prompts,
+    )

@@ -1,0 +1,50 @@
+"""A weights job trains with the decision's algorithm on that algorithm's data, never on its
+held-out prompts, and falls back to RL, saying why, when the data is not there."""
+
+from __future__ import annotations
+
+from evolution.rl.data import call_text
+from evolution.rl.plan import training_plan
+from evolution.rl.samples import record_prompts
+from tests.evolution.rl.test_data import WRONG, recorded, records  # noqa: F401 (a fixture)
+
+
+class AnswersCancel:
+    def __call__(self, prompt, n):
+        return ["no idea", call_text("cancel_order", WRONG)]
+
+
+def job_data(engine):
+    data = records(engine)
+    prompts = [p for r in data for p in record_prompts(r)]
+    return data, [p for p in prompts if p.reference is not None]
+
+
+def test_dpo_trains_on_the_correction_pairs_of_its_training_prompts(recorded) -> None:  # noqa: F811
+    data, usable = job_data(recorded)
+    plan = training_plan("dpo", "45 answers were corrected", data, usable, [])
+    assert (plan.algorithm, plan.offline, plan.counts) == ("dpo", "dpo", {"pairs": 2})
+    assert plan.reason == "45 answers were corrected"
+    # Held out, the corrected prompts leave no pair: the job trains GRPO and says why.
+    wrong = [p for p in (p for r in data for p in record_prompts(r)) if p.reward == 0.0]
+    fallen = training_plan("dpo", "x", data, usable, wrong)
+    assert (fallen.algorithm, fallen.offline) == ("grpo", None)
+    assert fallen.counts == {"prompts": len(usable)}
+    assert fallen.reason.startswith("the decision chose dpo, but no corrected answer")
+
+
+def test_sft_trains_on_the_rewarded_calls_and_a_teachers_verified_answers(recorded) -> None:  # noqa: F811
+    data, usable = job_data(recorded)
+    alone = training_plan("sft", "near-zero competence", data, usable, [])
+    assert alone.offline == "sft" and alone.counts == {"demonstrations": len(usable)}
+    taught = training_plan("sft", "near-zero competence", data, usable, [], teacher=AnswersCancel())
+    # The one failed prompt with a reference to verify against gains the teacher's answer.
+    assert taught.counts == {"demonstrations": len(usable) + 1}
+    assert all(d.completion == call_text("cancel_order", WRONG) for d in taught.examples)
+
+
+def test_without_an_algorithm_the_agents_rl_objective_trains(recorded) -> None:  # noqa: F811
+    data, usable = job_data(recorded)
+    plan = training_plan(None, None, data, usable, [], objective="ppo")
+    assert (plan.algorithm, plan.offline) == ("ppo", None)
+    assert plan.prompts == usable and plan.examples == []
