@@ -45,6 +45,7 @@ def update_policy(
         "importance_weight": totals["importance_weight"] if kept else 1.0,
         "reward": sum(rewards) / len(rewards),
         "groups_used": len(kept),
+        "tokens": sum(len(c) for i in kept for c in groups[i]["completions"]),
     }
 
 
