@@ -131,7 +131,8 @@ def policy_loss(
         logprobs: [B, T] logprobs of the sampled tokens under the weights being trained.
         proximal: [B, T] the same under the weights before this update (no gradient).
         behaviour: [B, T] the logprobs recorded when the tokens were produced.
-        advantages: [B] one advantage per completion.
+        advantages: [B] one advantage per completion, or [B, T] one per token (process
+            rewards, on-policy distillation).
         mask: [B, T] 1 for real tokens.
         reference: [B, T] logprobs under the reference weights, for the KL penalty.
     """
@@ -140,7 +141,7 @@ def policy_loss(
     proximal = proximal.detach()
     ratio = torch.exp(logprobs - proximal)
     weight = torch.exp(proximal - behaviour.detach()).clamp(max=config.max_importance_weight)
-    adv = advantages[:, None]
+    adv = advantages if advantages.dim() == 2 else advantages[:, None]
     clipped = ratio.clamp(1.0 - config.eps_low, 1.0 + config.eps_high)
     per_token = -weight * torch.minimum(ratio * adv, clipped * adv)
     tokens = mask.sum().clamp(min=1.0)

@@ -76,8 +76,15 @@ def _group_loss(policy: Policy, reference: Any, group: dict[str, Any], config: T
         ref, _ = reference.token_logprobs(
             group["prompt"], group["completions"], temperature=config.temperature
         )
-    advantages = torch.tensor(group["advantages"], device=logprobs.device)
+    advantages = torch.tensor(_padded(group["advantages"], width), device=logprobs.device)
     # One update per batch: the proximal policy is the current weights before the step.
     return policy_loss(
         logprobs, logprobs.detach(), behaviour, advantages, mask, config.objective, ref
     )
+
+
+def _padded(advantages: list, width: int) -> list:
+    """Per-completion advantages as they are; per-token ones padded to `width`."""
+    if not advantages or not isinstance(advantages[0], list):
+        return advantages
+    return [a + [0.0] * (width - len(a)) for a in advantages]

@@ -10,10 +10,13 @@ never `debug_only` or `audit_only` data), or prompts made from it:
   or the agent's own best version), kept where the verifier accepts the answer;
 - `rejection`: rejection sampling, the best of N samples of the current weights under the
   verifiable reward;
+- `distillation`: on-policy distillation, the student's own samples with each token's
+  advantage the teacher's logprob minus the student's (a teacher sharing its tokenizer);
 - `process`: per-turn rewards read off each turn's next state (tool results, the user's
   next turn), with a hint where the next state says what should have been done.
 """
 
+from evolution.rl.data.distillation import distillation_groups
 from evolution.rl.data.preferences import PreferencePair, correction_pairs, group_pairs
 from evolution.rl.data.process import TurnReward, process_advantages, turn_rewards
 from evolution.rl.data.rejection import rejection_samples
@@ -29,6 +32,7 @@ __all__ = [
     "call_text",
     "completion_text",
     "correction_pairs",
+    "distillation_groups",
     "group_pairs",
     "process_advantages",
     "rejection_samples",

@@ -163,3 +163,14 @@ def test_a_pair_the_policy_already_prefers_costs_less_than_one_it_does_not() -> 
     even = preference_loss(ref, ref, ref, ref, beta=0.5)
     assert float(even.loss) == pytest.approx(math.log(2))
     assert float(good.loss) < float(even.loss) < float(bad.loss)
+
+
+def test_per_token_advantages_weight_each_token_by_its_own() -> None:
+    logprobs = tensors([[-1.0, -2.0], [-0.5, -0.1]]).requires_grad_()
+    mask = tensors([[1, 1], [1, 0]])
+    advantages = tensors([[1.0, 2.0], [-1.0, 5.0]])  # the padding's 5 must not count
+    fixed = logprobs.detach()
+    terms = policy_loss(logprobs, fixed, fixed, advantages, mask, ObjectiveConfig())
+    terms.loss.backward()
+    assert torch.allclose(logprobs.grad, tensors([[-1 / 3, -2 / 3], [1 / 3, 0.0]]))
+    assert float(terms.loss) == pytest.approx(-(1.0 + 2.0 - 1.0) / 3)

@@ -149,3 +149,42 @@ def test_process_advantages_train_the_recorded_turns_through_the_policy_loss(bas
     for _ in range(3):
         update_policy(policy, None, optimiser, groups, settings)
     assert lead() > before + 0.5
+
+
+def test_on_policy_distillation_moves_the_student_towards_the_teacher() -> None:
+    from evolution.rl.data import distillation_groups
+    from evolution.rl.step import update_policy
+    from evoplane.demo.runner import MODEL_DIR
+
+    # The teacher: the warm-started demo model; the student: the same with its weights
+    # knocked about (seeded noise), so it shares the tokenizer and has something to regain.
+    teacher, student = Policy.load(MODEL_DIR), Policy.load(MODEL_DIR)
+    noise = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for weights in student.model.parameters():
+            weights.add_(torch.randn(weights.shape, generator=noise) * 0.3 * weights.std())
+    prompts = [
+        RecordedPrompt(event_id=str(i), tenant="acme", messages=[{"role": "user", "content": t}])
+        for i, t in enumerate(["hello", "which tool?", "cancel it"])
+    ]
+
+    def reverse_kl() -> float:  # per token, on student samples of a fixed draw
+        generator = torch.Generator().manual_seed(123)
+        groups = distillation_groups(
+            student, teacher, prompts, samples=8, max_new_tokens=8, generator=generator
+        )
+        rewards = [r for g in groups for r in g["rewards"]]
+        return -sum(rewards) / len(rewards)
+
+    before = reverse_kl()
+    optimiser = torch.optim.AdamW(student.model.parameters(), lr=3e-4)
+    generator = torch.Generator().manual_seed(0)
+    settings = TrainConfig(dynamic_sampling=False)
+    for _ in range(12):
+        groups = distillation_groups(
+            student, teacher, prompts, samples=4, max_new_tokens=8, generator=generator
+        )
+        for group in groups:  # one advantage per sampled token
+            assert [len(a) for a in group["advantages"]] == [len(c) for c in group["completions"]]
+        update_policy(student, None, optimiser, groups, settings)
+    assert reverse_kl() < 0.6 * before
