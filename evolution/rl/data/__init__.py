@@ -12,11 +12,14 @@ never `debug_only` or `audit_only` data), or prompts made from it:
   verifiable reward;
 - `distillation`: on-policy distillation, the student's own samples with each token's
   advantage the teacher's logprob minus the student's (a teacher sharing its tokenizer);
+- `judge`: a relative judge, a model scoring a group of answers side by side where explicit
+  rewards are sparse, with its agreement with explicit rewards, never replacing one;
 - `process`: per-turn rewards read off each turn's next state (tool results, the user's
   next turn), with a hint where the next state says what should have been done.
 """
 
 from evolution.rl.data.distillation import distillation_groups
+from evolution.rl.data.judge import RelativeJudge, agreement, with_explicit
 from evolution.rl.data.preferences import PreferencePair, correction_pairs, group_pairs
 from evolution.rl.data.process import TurnReward, process_advantages, turn_rewards
 from evolution.rl.data.rejection import rejection_samples
@@ -27,8 +30,10 @@ __all__ = [
     "OpenAITeacher",
     "PolicyTeacher",
     "PreferencePair",
+    "RelativeJudge",
     "Teacher",
     "TurnReward",
+    "agreement",
     "call_text",
     "completion_text",
     "correction_pairs",
@@ -38,4 +43,5 @@ __all__ = [
     "rejection_samples",
     "teacher_targets",
     "turn_rewards",
+    "with_explicit",
 ]
