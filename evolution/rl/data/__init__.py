@@ -21,7 +21,12 @@ never `debug_only` or `audit_only` data), or prompts made from it:
 from evolution.rl.data.distillation import distillation_groups
 from evolution.rl.data.judge import RelativeJudge, agreement, with_explicit
 from evolution.rl.data.preferences import PreferencePair, correction_pairs, group_pairs
-from evolution.rl.data.process import TurnReward, process_advantages, turn_rewards
+from evolution.rl.data.process import (
+    TurnReward,
+    process_advantages,
+    trajectory_advantages,
+    turn_rewards,
+)
 from evolution.rl.data.rejection import rejection_samples
 from evolution.rl.data.teacher import OpenAITeacher, PolicyTeacher, Teacher, teacher_targets
 from evolution.rl.data.text import call_text, completion_text
@@ -42,6 +47,7 @@ __all__ = [
     "process_advantages",
     "rejection_samples",
     "teacher_targets",
+    "trajectory_advantages",
     "turn_rewards",
     "with_explicit",
 ]

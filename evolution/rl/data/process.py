@@ -7,7 +7,10 @@ mean. Where the next state says what should have been done (a tool's error messa
 words of the user's correcting turn) the turn also gets a hint.
 
 `process_advantages` centres the rewards into per-turn advantages for GRPO/PPO's loss
-(`evolution.rl.objectives.policy_loss`), one per recorded completion.
+(`evolution.rl.objectives.policy_loss`), one per recorded completion
+(`evolution.rl.groups.recorded_groups`). `trajectory_advantages` is the multi-turn case
+where only the whole trajectory is rewarded: every turn of it shares the trajectory's
+reward, centred within its task type (the group of trajectories doing the same task).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 from evolution.rl.samples import SUCCESS
 
-__all__ = ["TurnReward", "process_advantages", "turn_rewards"]
+__all__ = ["TurnReward", "process_advantages", "trajectory_advantages", "turn_rewards"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,22 @@ def process_advantages(turns: Sequence[TurnReward]) -> dict[str, float]:
         return {}
     mean = sum(t.value for t in turns) / len(turns)
     return {t.event_id: t.value - mean for t in turns}
+
+
+def trajectory_advantages(records: Iterable[dict[str, Any]]) -> dict[str, float]:
+    """Each llm_call's advantage as its trajectory's: the trajectory's effective reward
+    minus the mean of its task type's rewarded trajectories (unrewarded ones left out)."""
+    from evolution.rl.objectives import group_advantages
+
+    rewarded = [r for r in records if r["reward"] is not None]
+    advantages = group_advantages(
+        [r["reward"] for r in rewarded], [r["task_type"] for r in rewarded], normalise_std=False
+    )
+    return {
+        step["event_id"]: advantage
+        for record, advantage in zip(rewarded, advantages, strict=True)
+        for step in record["steps"]
+    }
 
 
 def _turn(step: dict[str, Any], after: list[dict[str, Any]]) -> TurnReward | None:

@@ -243,3 +243,22 @@ def test_a_teacher_that_refuses_says_where_and_what_to_check() -> None:
         teacher = OpenAITeacher(upstream.base_url, "scripted-model", api_key="wrong")
         with pytest.raises(RuntimeError, match="answered 401.*base URL, model and key"):
             teacher(prompt, 1)
+
+
+def test_a_trajectorys_reward_is_each_of_its_turns_advantage_within_its_task_type(
+    recorded,
+) -> None:
+    from evolution.rl.data import trajectory_advantages
+
+    data = records(recorded)
+    for record, (value, task) in zip(data, [(1.0, "cancel"), (0.0, "cancel")], strict=True):
+        record["reward"], record["task_type"] = value, task
+    extra = {**data[0], "reward": 0.3, "task_type": "refund", "steps": [{"event_id": "x"}]}
+    unrated = {**data[0], "reward": None, "steps": [{"event_id": "y"}]}
+    advantages = trajectory_advantages([*data, extra, unrated])
+    for step in data[0]["steps"]:
+        assert advantages[step["event_id"]] == pytest.approx(0.5)
+    for step in data[1]["steps"]:
+        assert advantages[step["event_id"]] == pytest.approx(-0.5)
+    assert advantages["x"] == 0.0  # alone in its task type: nothing to compare with
+    assert "y" not in advantages
