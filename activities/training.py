@@ -65,15 +65,17 @@ class TrainingActivities:
         parent, settings, records = self._inputs(request)
         prompts = [p for record in records for p in record_prompts(record)]
         train_prompts, held_out = self._split(prompts, settings)
-        plan = training_plan(
-            request.decision.algorithm,
-            request.decision.algorithm_reason,
-            records,
-            train_prompts,
-            held_out,
-            teacher=_teacher(settings),
-            objective=settings.objective,
-        )
+        # A teacher answers every failed step: that can outlast the heartbeat timeout.
+        with _Heartbeat({"phase": "building the training data"}):
+            plan = training_plan(
+                request.decision.algorithm,
+                request.decision.algorithm_reason,
+                records,
+                train_prompts,
+                held_out,
+                teacher=_teacher(settings),
+                objective=settings.objective,
+            )
         config = settings.train_config(device=self.device, algorithm=plan.offline)
         use_threads(config.threads)  # for the held-out evaluations too
         out_dir = self.checkpoint_root / request.agent / request.evolution_id
