@@ -1,14 +1,19 @@
 """The offline objectives' training: SFT on demonstrations, DPO or IPO on preference pairs.
 
-No sampling: each step reads `prompts_per_step` examples drawn from the data and takes one
-optimiser step on their loss (`evolution.rl.objectives.sft_loss` / `preference_loss`). The
-models come from the same backend as RL's (`TrainConfig.backend`, LoRA or full weights), the
-checkpoints are RL's (`step-<N>/`, `final/`), so an offline job resumes the same way.
+No sampling: each step reads the next `prompts_per_step` examples of a seeded shuffle of the
+data (reshuffled each epoch, so every example is read once an epoch, as TRL's trainers read
+theirs) and takes one optimiser step on their loss (`evolution.rl.objectives.sft_loss` /
+`preference_loss`). The models come from the same backend as RL's (`TrainConfig.backend`,
+LoRA or full weights), the checkpoints are RL's (`step-<N>/`, `final/`), so an offline job
+resumes the same way. Drawing with replacement instead read some pairs four or five times
+and others never, and DPO then collapsed the tiny model's tool-call arguments on two seeds
+of three (`benchmarks/trainers.py`).
 DPO and IPO compare with the frozen start weights (the backend's reference).
 """
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -56,7 +61,7 @@ def train_offline(
     start = 0 if resume is None else restore_checkpoint(resume, models.optimiser, rng, generator)
     history = []
     for step in range(start + 1, config.steps + 1):
-        batch = [examples[rng.randrange(len(examples))] for _ in range(config.prompts_per_step)]
+        batch = _batch(examples, step, config.prompts_per_step, config.seed)
         history.append(metrics := _step(step, models, batch, config))
         if on_step is not None:
             on_step(metrics)
@@ -65,6 +70,19 @@ def train_offline(
             save_checkpoint(sampler, out_dir, step, models.optimiser, rng, generator, config)
     final = save_final(models.sampler(), out_dir, config)
     return TrainResult(checkpoint=final, steps=config.steps, resumed_from=start, history=history)
+
+
+def _batch(examples: Sequence[Example], step: int, size: int, seed: int) -> list[Example]:
+    """The examples step `step` reads: a function of the step alone, so a resumed job
+    reads what it would have read."""
+    count = len(examples)
+    positions = [divmod(p, count) for p in range((step - 1) * size, step * size)]
+    return [examples[_order(count, seed, epoch)[index]] for epoch, index in positions]
+
+
+@functools.lru_cache(maxsize=4)
+def _order(count: int, seed: int, epoch: int) -> tuple[int, ...]:
+    return tuple(random.Random(f"{seed}:{epoch}").sample(range(count), count))
 
 
 def _check(examples: Sequence[Example], config: TrainConfig) -> None:
