@@ -65,8 +65,10 @@ class TrainingActivities:
         parent, settings, records = self._inputs(request)
         prompts = [p for record in records for p in record_prompts(record)]
         train_prompts, held_out = self._split(prompts, settings)
+        out_dir = self.checkpoint_root / request.agent / request.evolution_id
+        resumed = _checkpoint_step(out_dir)
         # A teacher answers every failed step: that can outlast the heartbeat timeout.
-        with _Heartbeat({"phase": "building the training data"}):
+        with _Heartbeat({"step": resumed, "resumed_from": resumed, "phase": "building data"}):
             plan = training_plan(
                 request.decision.algorithm,
                 request.decision.algorithm_reason,
@@ -78,12 +80,10 @@ class TrainingActivities:
             )
         config = settings.train_config(device=self.device, algorithm=plan.offline)
         use_threads(config.threads)  # for the held-out evaluations too
-        out_dir = self.checkpoint_root / request.agent / request.evolution_id
         training_reward, reward = job_rewards(settings)
         base = Path(parent.spec.model.checkpoint or "")
         before = self._held_out_reward(base, held_out, reward, config)
         previous = _previous_heartbeat()
-        resumed = _checkpoint_step(out_dir)
         activity.logger.info(
             "training %s (%s) from %s on %s (%d held out); resuming after step %d",
             request.agent,
