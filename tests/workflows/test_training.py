@@ -205,3 +205,85 @@ async def test_training_steps_and_the_checkpoint_are_tracked_in_mlflow(
     assert trained.tags[CHECKPOINT_TAG].endswith("/final")
     aliases = mlflow.get_model_version(model_name(AGENT), trained.version).aliases
     assert aliases == [f"evoplane-{status.candidate_version.rpartition('@')[2]}"]
+
+
+def record_corrections(world: World, version: str, count: int) -> None:
+    """Sessions where the user corrects a wrong call (the gateway's next-turn signal) and the
+    agent's next answer, the right call, is rated up: what DPO pairs are made of."""
+    from atdp import BinaryValue, RewardSource
+
+    with transaction(world.engine) as session:
+        for i in range(count):
+            served = trajectory(TENANTS[i % len(TENANTS)], session=uuid.uuid4().hex)
+            served = served.model_copy(update={"versions": VersionRefs(agent_version_id=version)})
+            record_trajectory(session, served)
+            asked = ChatMessage(role="user", content=f"money back for order {i}")
+            wrong = event(
+                served,
+                0,
+                observation=Observation(messages=[asked], tools=TOOLS),
+                action=MessageAction(tool_calls=[ToolCall(id="w", name="lookup", arguments="{}")]),
+            )
+            said = ChatMessage(role="user", content="no, I asked for a refund")
+            correcting = event(
+                served,
+                1,
+                kind="user_message",
+                parent_id=wrong.id,
+                observation=Observation(messages=[said]),
+            )
+            right = event(
+                served,
+                2,
+                observation=Observation(messages=[asked, said], tools=TOOLS),
+                action=MessageAction(tool_calls=[ToolCall(id="r", name="refund", arguments="{}")]),
+            )
+            insert_events(session, [wrong, correcting, right])
+            signal = reward(
+                served, 0.0, wrong, name="user_accepted", source=RewardSource.IMPLICIT_NEXT_TURN
+            ).model_copy(update={"value": BinaryValue(value=False)})
+            add_rewards(session, [signal, reward(served, 1.0, right)])
+
+
+async def test_corrections_make_the_decision_train_dpo_on_their_pairs(
+    world: World, workers, tmp_path
+) -> None:
+    from mlflow import MlflowClient
+
+    from evolution.decision import PolicyConfig
+
+    version = local_stable(world, tmp_path)
+    with world.engine.begin() as connection:
+        small = {**TRAINING, "steps": 4, "checkpoint_every": 2, "holdout": 0.0}
+        connection.execute(
+            sa.text("UPDATE agent SET settings = :settings"),
+            {"settings": json.dumps({"training": small})},
+        )
+    record_corrections(world, version, 6)
+    forced = options(policy=PolicyConfig(dpo_min_corrections=5)).model_copy(
+        update={"force": Action.WEIGHTS}
+    )
+    handle = await world.client.start_workflow(
+        EvolutionWorkflow.run,
+        EvolutionRequest(agent=AGENT, options=forced),
+        id=evolution_workflow_id(AGENT, datetime.now(UTC)),
+        task_queue=CONTROL_QUEUE,
+        execution_timeout=timedelta(minutes=5),
+    )
+    try:
+        status = await wait_for(
+            handle,
+            lambda s: s.candidate_version is not None and s.stage != Stage.BUILDING,
+            seconds=120,
+        )
+    finally:
+        await handle.terminate("the test checks the build only")
+    with transaction(world.engine) as session:
+        record = get_evolution(session, handle.id)
+    assert record.decision["algorithm"] == "dpo"
+    assert record.decision["algorithm_reason"].startswith("6 answers were corrected")
+    (build,) = [stage for stage in record.stages if stage.get("stage") == "build"]
+    assert build["evidence"]["algorithm"] == "dpo" and build["evidence"]["data"] == {"pairs": 6}
+    assert build["evidence"]["objective"] == "dpo"
+    run = MlflowClient(workers.tracking_uri).get_run(status.mlflow_run_id)
+    assert run.data.params["algorithm"] == "dpo" and run.data.metrics["data_pairs"] == 6
