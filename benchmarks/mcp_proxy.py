@@ -32,7 +32,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from benchmarks.gateway_latency import pct, prepare_registry, start_gateway, wait_for
-from benchmarks.support import ROOT, drop_schema
+from benchmarks.support import ROOT, drop_schema, start_announcing
 from registry import add_mcp_server, create_db_engine, transaction
 from tests.conftest import free_port
 
@@ -40,15 +40,7 @@ SIDES = ("direct", "sdk floor", "gateway")
 
 
 def start_mcp_upstream() -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.mcp_upstream", "--http"],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    return process, process.stdout.readline().strip()
+    return start_announcing("tests.support.mcp_upstream", "--http")
 
 
 def start_floor(upstream: str, port: int) -> subprocess.Popen:

@@ -16,6 +16,7 @@ __all__ = [
     "ROOT",
     "drop_schema",
     "fresh_schema_url",
+    "start_announcing",
     "start_collector",
     "start_upstream",
     "stop_collector",
@@ -25,13 +26,12 @@ ROOT = Path(__file__).resolve().parent.parent
 POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
 
-def start_upstream(delay_ms: float) -> tuple[subprocess.Popen, str]:
-    """The scripted upstream in its own process, so it shares neither our GIL nor our core.
-
-    Returns the process (close its stdin to stop it) and its base URL.
-    """
+def start_announcing(module: str, *args: str) -> tuple[subprocess.Popen, str]:
+    """`python -m module args` in its own process, which prints its address on its first
+    line: (the process, that address). Its stdin is a pipe (closing it stops the
+    process)."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.upstream", "--delay-ms", str(delay_ms)],
+        [sys.executable, "-m", module, *args],
         cwd=ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -39,6 +39,14 @@ def start_upstream(delay_ms: float) -> tuple[subprocess.Popen, str]:
     )
     assert process.stdout is not None
     return process, process.stdout.readline().strip()
+
+
+def start_upstream(delay_ms: float) -> tuple[subprocess.Popen, str]:
+    """The scripted upstream in its own process, so it shares neither our GIL nor our core.
+
+    Returns the process (close its stdin to stop it) and its base URL.
+    """
+    return start_announcing("tests.support.upstream", "--delay-ms", str(delay_ms))
 
 
 def start_collector() -> tuple[subprocess.Popen, str]:
@@ -46,15 +54,7 @@ def start_collector() -> tuple[subprocess.Popen, str]:
 
     Returns the process (stop it with `stop_collector`) and its endpoint.
     """
-    process = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.otlp_collector"],
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert process.stdout is not None
-    return process, process.stdout.readline().strip()
+    return start_announcing("tests.support.otlp_collector")
 
 
 def stop_collector(process: subprocess.Popen) -> int:
