@@ -82,7 +82,8 @@ async def create_response(request: Request):
         translator = responses.ResponsesStream(context)
 
         async def ended(served: Served) -> None:
-            keep(served, jsonio.dumps(translator.response))
+            if recorded is not None:
+                keep(served, jsonio.dumps(translator.response))
 
         encoder = EventStreamEncoder(translator, ended)
         return await stream(gateway, admitted, chat, encoder, (PROTOCOL, body), recorded)
