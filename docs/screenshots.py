@@ -45,6 +45,7 @@ from evolution.gates import (
 from evoplane.control.app import create_control_app
 from evoplane.control.config import ControlConfig
 from evoplane.settings import Settings
+from evoplane.stack.process import wait_until
 from evoplane.stack.services import mlflow_service
 from registry import create_db_engine, upgrade
 
@@ -105,11 +106,9 @@ def _start_mlflow(data: Path):
     )
     service = mlflow_service(settings)
     service.process.start()
-    deadline = time.monotonic() + 120
-    while not service.healthy():
-        if service.process.exited() is not None or time.monotonic() > deadline:
-            raise SystemExit(f"MLflow did not start; see {service.process.log_path}")
-        time.sleep(0.5)
+    wait_until(lambda: service.healthy() or service.process.exited() is not None, 120, 0.5)
+    if not service.healthy():
+        raise SystemExit(f"MLflow did not start; see {service.process.log_path}")
     return service
 
 
