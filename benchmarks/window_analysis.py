@@ -3,14 +3,17 @@ a busy agent's traffic in PostgreSQL.
 
     .venv/bin/python -m benchmarks.window_analysis [--trajectories 10000,100000]
         [--database-url postgresql+psycopg://postgres@127.0.0.1:5432/test] [--profile]
+        [--days 10]
 
 For each size: a fresh schema, migrated; a few dozen template trajectories recorded the way
 the gateway records them (its own capture, signal and feedback code, written with
 `registry.write_batch`), then COPYed again with fresh ids and times across one day until
-the window holds `--trajectories`; then, in a fresh process each, what the `decide`
-activity runs: `read_window` in one transaction, `measure_window`, `decide`. Prints the
-wall time of each, the time spent in SQL by registry function, and the process's peak
-resident memory; `--profile` adds cProfile's top entries. Nothing is asserted.
+the window holds `--trajectories` (with `--days N`, each of the N - 1 days before it holds
+as many, each day in its partition: the table grows, the window does not); then, in a fresh
+process each, what the `decide` activity runs: `read_window` in one transaction,
+`measure_window`, `decide`. Prints the wall time of each, the time spent in SQL by registry
+function, and the process's peak resident memory; `--profile` adds cProfile's top entries.
+Nothing is asserted.
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ from registry import (
     write_batch,
 )
 from registry.db import libpq_conninfo
+from registry.partitions import ensure_partitions
 
 AGENT = "support-bot"
 TENANTS = ("acme", "globex", "initech", "umbrella")
@@ -334,10 +338,15 @@ def _copy(cursor: psycopg.Cursor, table: str, columns: str, rows: list[tuple]) -
             copy.write_row(row)
 
 
-def seed(engine: sa.Engine, trajectories: int, until: datetime, seed_value: int = 0) -> None:
+def seed(
+    engine: sa.Engine, trajectories: int, until: datetime, seed_value: int = 0, days: int = 1
+) -> None:
     """The agent, its tenants, the templates (as the gateway writes them), then replicas
-    by COPY until the day before `until` holds `trajectories`."""
+    by COPY until the day before `until` holds `trajectories`, and each of the `days - 1`
+    days before it as many (older traffic the window must not read)."""
     rng = random.Random(seed_value)
+    # Each past day in a partition of its own, as the drain would have made it that day.
+    ensure_partitions(engine, until, since=(until - days * DAY).astimezone(UTC).date())
     with transaction(engine) as session:
         for tenant in TENANTS:
             create_tenant(session, tenant)
@@ -354,19 +363,35 @@ def seed(engine: sa.Engine, trajectories: int, until: datetime, seed_value: int 
         )
     with psycopg.connect(libpq_conninfo(engine)) as connection, connection.cursor() as cursor:
         templates = [Template.read(cursor, r.trajectory.id) for r in recorded]
-        remaining = trajectories - TEMPLATES
-        while remaining > 0:
-            starts = [
-                until - DAY + rng.random() * (DAY - timedelta(hours=1))
-                for _ in range(min(CHUNK, remaining))
-            ]
-            replicas = [rng.choice(templates).replica(at) for at in starts]
-            _copy(cursor, "trajectory", _TRAJECTORY, [r[0] for r in replicas])
-            _copy(cursor, "event", _EVENT, [e for r in replicas for e in r[1]])
-            _copy(cursor, "reward", _REWARD, [w for r in replicas for w in r[2]])
-            remaining -= len(replicas)
-        connection.commit()
+        for day in _progress(range(days), days):
+            remaining = trajectories - (TEMPLATES if day == 0 else 0)
+            begins = until - (day + 1) * DAY
+            while remaining > 0:
+                starts = [
+                    begins + rng.random() * (DAY - timedelta(hours=1))
+                    for _ in range(min(CHUNK, remaining))
+                ]
+                replicas = [rng.choice(templates).replica(at) for at in starts]
+                _copy(cursor, "trajectory", _TRAJECTORY, [r[0] for r in replicas])
+                _copy(cursor, "event", _EVENT, [e for r in replicas for e in r[1]])
+                _copy(cursor, "reward", _REWARD, [w for r in replicas for w in r[2]])
+                remaining -= len(replicas)
+            connection.commit()
         cursor.execute("ANALYZE")  # as autovacuum would have by the time a window is read
+
+
+def _progress(days: range, total: int) -> Iterator[int]:
+    """The days to seed, with a line on stderr as each one starts (a 10-day seed takes
+    most of an hour)."""
+    started = time.perf_counter()
+    for day in days:
+        if total > 1:
+            print(
+                f"seeding day {day + 1} of {total} ({time.perf_counter() - started:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
+        yield day
 
 
 def _caller() -> str:
@@ -486,14 +511,16 @@ class Run:
     whole: dict | None = None  # the same window read whole (`--whole`)
 
 
-def run(database_url: str, trajectories: int, *, profile: bool, whole: bool = False) -> Run:
+def run(
+    database_url: str, trajectories: int, *, profile: bool, whole: bool = False, days: int = 1
+) -> Run:
     url, schema = fresh_schema_url(url=database_url)
     try:
         engine = create_db_engine(url)
         upgrade(engine)
         until = utcnow() + timedelta(minutes=10)  # the templates are recorded now
         started = time.perf_counter()
-        seed(engine, trajectories, until)
+        seed(engine, trajectories, until, days=days)
         seeded = time.perf_counter() - started
         with engine.connect() as connection:
             events, rewards = connection.execute(
@@ -542,6 +569,12 @@ def main() -> None:
     parser.add_argument("--trajectories", default="10000,100000", help="sizes, comma-separated")
     parser.add_argument("--database-url", default=POSTGRES)
     parser.add_argument("--profile", action="store_true", help="add cProfile's top entries")
+    parser.add_argument(
+        "--days",
+        type=int,
+        default=1,
+        help="days of traffic to seed, each as large; the window is still the last one",
+    )
     parser.add_argument("--measure", metavar="URL", help=argparse.SUPPRESS)
     parser.add_argument(
         "--whole",
@@ -562,8 +595,11 @@ def main() -> None:
         return
     runs = []
     for size in (int(n) for n in args.trajectories.split(",")):
-        runs.append(run(args.database_url, size, profile=args.profile, whole=args.whole))
-        print(f"{size:,} trajectories: seeded in {runs[-1].seed_s:.0f} s", flush=True)
+        runs.append(
+            run(args.database_url, size, profile=args.profile, whole=args.whole, days=args.days)
+        )
+        days = f" a day for {args.days} days" if args.days > 1 else ""
+        print(f"{size:,} trajectories{days}: seeded in {runs[-1].seed_s:.0f} s", flush=True)
     print("\n".join(_report(runs)))
 
 
