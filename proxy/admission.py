@@ -25,6 +25,7 @@ class Admitted:
     traffic: Traffic = Traffic.USER
     pin: str | None = None
     harness: bool = True
+    minted: bool = False  # the request named no session: the gateway made its id up
 
     @property
     def tenant(self) -> str:

@@ -258,7 +258,9 @@ class Gateway:
         route = (
             await self.pinned(admitted.agent, admitted.pin)
             if admitted.pin is not None
-            else await self.router.route(tenant, admitted.agent, admitted.session)
+            else await self.router.route(
+                tenant, admitted.agent, admitted.session, minted=admitted.minted
+            )
         )
         memory = await self.catalog.memory_index(route.version, tenant)
         spec = route.version.spec

@@ -139,9 +139,14 @@ class Router:
         finally:
             self._looking_up = None
 
-    async def route(self, tenant: str, agent: str, session_id: str) -> Route:
+    async def route(
+        self, tenant: str, agent: str, session_id: str, *, minted: bool = False
+    ) -> Route:
         """The session's route; for a session not settled yet, its proposed placement, with
-        `placing` set: pass it to `settle` before capturing or answering anything."""
+        `placing` set: pass it to `settle` before capturing or answering anything.
+
+        `minted`: this gateway made the session id up just now (the request named none), so
+        no one can have placed it: placed on the hash's proposal without a registry read."""
         key = (agent, tenant, session_id)
         placing = None
         known = self._routes.get(key)
@@ -149,6 +154,10 @@ class Router:
             self._routes.move_to_end(key)
         elif key in self._placing:  # a request of the same session is settling it already
             known, placing = self._placing[key]
+        elif minted:
+            known = await self._propose(tenant, agent, session_id)
+            self._record(known)
+            self._remember(key, known)
         else:
             known = await self._propose(tenant, agent, session_id)
             placing = asyncio.create_task(self._place(key, known))

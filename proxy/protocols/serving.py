@@ -111,8 +111,9 @@ async def admit(
             400, str(error), param="X-Evoplane-Training", code="invalid_header"
         ) from None
     traffic, pin, harness = _evaluation(headers)
-    session = str(session)[:200] if session else new_session_id()
-    return Admitted(identity, agent, session, opt_out, traffic, pin, harness)
+    minted = not session
+    session = new_session_id() if minted else str(session)[:200]
+    return Admitted(identity, agent, session, opt_out, traffic, pin, harness, minted)
 
 
 def _evaluation(headers: dict[str, str]) -> tuple[Traffic, str | None, bool]:

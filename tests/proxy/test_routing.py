@@ -146,6 +146,49 @@ def test_canary_and_holdback_take_disjoint_ends_of_the_bucket_range(
         assert (version, alias) == ("a@v2", Alias.STABLE)
 
 
+def test_a_session_the_gateway_minted_is_placed_without_a_registry_read(world) -> None:
+    """A request naming no session gets an id made up on the spot: nobody can have placed
+    it, so it is placed on the hash's proposal and recorded, with no read to wait for."""
+    engine, _ = world
+    canary = add_version(engine, "http://127.0.0.1:9/v1", "candidate")
+    with transaction(engine) as session:
+        set_alias(session, "support-bot", Alias.CANARY, canary, weight=0.5, actor="test")
+
+    async def place() -> tuple[list, int, list[tuple]]:
+        placed: list = []
+        catalog = Catalog(engine, ttl=60.0)
+        reads = []
+        looked_up = catalog.session_routes
+
+        async def counted(keys):
+            reads.append(list(keys))
+            return await looked_up(keys)
+
+        catalog.session_routes = counted
+        router = Router(catalog, placed.append)
+        try:
+            routes = []
+            for i in range(40):
+                minted = f"s-minted-{i}"
+                first = await router.route("acme", "support-bot", minted, minted=True)
+                again = await router.settle(await router.route("acme", "support-bot", minted))
+                routes.append((first.placing, first.version.id, again.version.id))
+            named = await router.route("acme", "support-bot", "named-by-the-agent")
+            await router.settle(named)
+        finally:
+            await catalog.aclose()
+        return placed, len(reads), routes
+
+    placed, reads, routes = asyncio.run(place())
+    assert reads == 1  # the one session the agent named
+    assert all(placing is None and first == again for placing, first, again in routes)
+    # Each placement is recorded once, where the hash put it: both versions get sessions.
+    assert [r.session for r in placed] == [f"s-minted-{i}" for i in range(40)] + [
+        "named-by-the-agent"
+    ]
+    assert {version for _, version, _ in routes} == {"support-bot@v1", canary}
+
+
 def test_the_same_session_id_of_two_tenants_is_routed_independently(world, upstream) -> None:
     engine, _ = world
     canary = add_version(engine, upstream.base_url, "candidate")
