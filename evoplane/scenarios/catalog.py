@@ -288,7 +288,7 @@ SCENARIOS: tuple[Scenario, ...] = (
         **_helpdesk(),
     ),
 )
-CI_SUBSET = ("fact_shared", "tool_format_none", "instruction_free_text")
+CI_SUBSET = ("fact_shared", "tool_format_none", "instruction_free_text", "procedure_guided")
 
 
 def by_name(names: list[str] | None = None) -> list[Scenario]:

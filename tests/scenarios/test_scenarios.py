@@ -1,11 +1,14 @@
 """The scenario suite's CI subset end to end, on the real stack: Temporal dev server,
 PostgreSQL, MLflow, and the gateway, worker and control API processes `evoplane up` runs.
 
-Three worlds the control plane was not built on, each with a failure the demo never shows:
+Four worlds the control plane was not built on, each with a failure the demo never shows:
 a fact every clinic's patients correct through a streaming agent's feedback widget, an
-identity API whose every call is refused (only the refusals say the format), and travellers
+identity API whose every call is refused (only the refusals say the format), travellers
 who ask in their own words, with a plain score of 0, for something the instructions never
-say. Each team speaks another protocol (the clinic's agent Anthropic's Messages API, the
+say, and managers who walk an onboarding agent through a four-step procedure and every one
+of them has to tell it, at the third step, what it left out (a `skill`, distilled from
+that guidance and promoted: fresh onboardings then go right first time). The first three
+teams each speak another protocol (the clinic's agent Anthropic's Messages API, the
 travel agent the Responses API, the helpdesk's chat completions): each evolution is
 diagnosed and gated from that protocol's traffic alone. The whole suite
 (`evoplane bench scenarios`) is a benchmark: benchmarks/RESULTS.md.
@@ -52,10 +55,12 @@ async def test_the_ci_subset_of_scenarios_passes_on_the_real_stack(
         assert evolution.before <= 0.5 <= 0.9 <= evolution.after
         # The replay gate ran (with the generic safety suite, judged against the parent).
         assert evolution.gates[0] == "replay:pass", evolution.gates
+        assert (evolution.action == "skill") == (result.name == "procedure_guided"), result.name
     assert protocols(stack_settings.registry_url) == {
         "fact-shared": {"messages"},
         "tool-format-none": {"chat"},
         "instruction-free-text": {"responses"},
+        "procedure-guided": {"chat"},
     }
 
 
