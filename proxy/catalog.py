@@ -190,6 +190,14 @@ class Catalog:
         """Drop every expiring entry (tests and admin actions that must apply at once)."""
         self._expiring.clear()
 
+    def expire(self) -> None:
+        """Mark every expiring entry due for a refresh, keeping its value: what to do when
+        change announcements may have been missed (listening restarted). The next look-up
+        of each refreshes it while the value known serves, as at the end of its `ttl`; so a
+        registry that goes down again at once still finds every value to serve stale."""
+        for key, (_, value) in list(self._expiring.items()):
+            self._expiring[key] = (0.0, value)
+
     def changed(self, change: tuple[Change, str] | None) -> None:
         """Drop what an announced registry change made stale (`registry.changes`); an
         announcement this gateway does not understand drops everything."""

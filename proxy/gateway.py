@@ -142,7 +142,7 @@ class Gateway:
         check_schema(self.db)
         self.catalog = Catalog(self.db, ttl=config.catalog_ttl)
         # Registry announcements of alias, key and grant changes (PostgreSQL only).
-        self.changes = ChangeListener.for_engine(self.db, self.catalog.changed, self.catalog.forget)
+        self.changes = ChangeListener.for_engine(self.db, self.catalog.changed, self.catalog.expire)
         self.router = Router(self.catalog, self._record_placement)
         self.writer = CaptureWriter(
             self.db,
