@@ -66,6 +66,7 @@ def create_app(config: GatewayConfig) -> FastAPI:
 
     mcp = McpRoute()
     app = GatewayAPI(title="Evoplane gateway", version="1", lifespan=lifespan)
+    app.mcp = mcp
     app.add_exception_handler(GatewayError, gateway_error_handler)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(RegistryUnreachable, _registry_unreachable)
@@ -91,7 +92,7 @@ def create_app(config: GatewayConfig) -> FastAPI:
 
 class GatewayAPI(FastAPI):
     """FastAPI, with the agent calls (`POST /v1/chat/completions`, `/v1/responses`,
-    `/v1/messages`) served without its middleware stack.
+    `/v1/messages`, and MCP's `POST /mcp/{server}`) served without its middleware stack.
 
     Every agent call goes through those routes; their handlers read, limit and validate
     their own bodies and render their own errors, so the stack's layers (error middleware,
@@ -99,9 +100,16 @@ class GatewayAPI(FastAPI):
     tenth of the gateway's own CPU per request, measured.
     """
 
+    mcp: McpRoute | None = None
+
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "http":  # each request runs in a task (a context) of its own
             calling_trace.set(trace_of(scope["headers"]))
+        server = _mcp_server_of(scope)
+        if server is not None and self.mcp is not None:
+            scope["app"], scope["path_params"] = self, {"server": server}
+            await self.mcp(scope, receive, send)
+            return
         handler = _AGENT_CALLS.get(scope["path"]) if scope["type"] == "http" else None
         if handler is not None and scope["method"] == "POST":
             scope["app"] = self
@@ -115,6 +123,15 @@ class GatewayAPI(FastAPI):
             await response(scope, receive, send)
             return
         await super().__call__(scope, receive, send)
+
+
+def _mcp_server_of(scope) -> str | None:
+    """The server named by a `POST /mcp/{server}`, else None."""
+    if scope["type"] != "http" or scope["method"] != "POST":
+        return None
+    path = scope["path"]
+    name = path.removeprefix("/mcp/")
+    return name if name and name != path and "/" not in name else None
 
 
 async def _validation_error(_: Request, error: RequestValidationError) -> JSONResponse:

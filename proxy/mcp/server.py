@@ -5,6 +5,8 @@ server named in the path must be registered for an agent the key may use, with t
 tenant among those allowed. `tools/list` and `tools/call` go to the upstream through the
 agent version's overlay and guardrails, and are captured; anything malformed is answered
 by the SDK's transport with a JSON-RPC error before a handler (or capture) sees it.
+A well-formed 2026-07-28 `tools/call` skips the SDK's server (`proxy.mcp.direct`) and
+takes the same `call_tool` the SDK's handler does.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.responses import JSONResponse
 
 from atdp import new_id
+from proxy.catalog import RegistryUnreachable
 from proxy.errors import GatewayError
 from proxy.gateway import Gateway
 from proxy.mcp.capture import (
@@ -31,6 +34,7 @@ from proxy.mcp.capture import (
     record_event,
     session_of,
 )
+from proxy.mcp.direct import DirectCall, error_reply, read_direct_call, result_reply
 from proxy.mcp.tools import is_blocked, overlaid_tools, upstream_arguments
 from proxy.mcp.upstream import McpUnavailable, UpstreamPool
 
@@ -82,6 +86,18 @@ class McpProxy:
             )
             await response(scope, receive, send)
             return
+        except RegistryUnreachable:
+            message = "The registry is unreachable and this gateway has nothing cached for it."
+            body = _jsonrpc_error(message, "registry_unreachable")
+            await JSONResponse(body, status_code=503)(scope, receive, send)
+            return
+        assert self.gateway is not None
+        limit = self.gateway.config.max_body_bytes
+        call, receive = await read_direct_call(scope, receive, limit)
+        if call is not None:
+            response = await self._direct(caller, call)
+            await response(scope, receive, send)
+            return
         scope[_CALLER] = caller
         # MCP sessions belong to the tenant that opened them: another key gets a 404.
         token = AccessToken(token=str(caller.identity.key_id), client_id=caller.tenant, scopes=[])
@@ -110,7 +126,12 @@ class McpProxy:
         )
         return McpCaller(identity, server, session)
 
-    # --- handlers -----------------------------------------------------------------------
+    async def _direct(self, caller: McpCaller, call: DirectCall):
+        try:
+            result = await self.call_tool(caller, call.params)
+        except Exception as error:  # noqa: BLE001 - the wire error the SDK's server would give
+            return error_reply(call, error)
+        return result_reply(call, result, self.server.server_info_stamp)
 
     async def _list_tools(
         self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
@@ -133,8 +154,14 @@ class McpProxy:
     async def _call_tool(
         self, ctx: ServerRequestContext, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        return await self.call_tool(_caller_of(ctx), params)
+
+    async def call_tool(
+        self, caller: McpCaller, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        """One `tools/call`: governed, overlaid, forwarded and captured; MCPError if it fails."""
         assert self.gateway is not None and self.upstreams is not None
-        exchange = await session_of(self.gateway, _caller_of(ctx))
+        exchange = await session_of(self.gateway, caller)
         spec, server = exchange.version.spec, exchange.caller.server
         upstream = self.upstreams.get(server)
         sent = upstream_arguments(params.name, params.arguments, spec)

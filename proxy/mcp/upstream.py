@@ -1,10 +1,12 @@
 """One SDK client per upstream MCP server, held open for the gateway's life and shared by
-every caller of that server (reconnected after it fails)."""
+every caller of that server (reconnected after it fails); an HTTP server's tool calls go
+over the gateway's own kept-alive connection when its protocol allows (`proxy.mcp.forward`)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import nullcontext
 from typing import Any
 
 import anyio
@@ -12,6 +14,7 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
+from proxy.mcp.forward import CLIENT_INFO, CallForwarder, NotForwardable
 from registry import McpServer
 
 __all__ = ["McpUnavailable", "UpstreamPool"]
@@ -38,6 +41,11 @@ class UpstreamServer:
         self._closing = asyncio.Event()
         self._lock = asyncio.Lock()
         self._read_only: dict[str, bool] = {}
+        self._forwarder = (
+            CallForwarder(server.url, timeout=timeout, connect_timeout=connect_timeout)
+            if server.url is not None
+            else None
+        )
 
     def _target(self) -> Any:
         if self.server.url is not None:
@@ -72,7 +80,9 @@ class UpstreamServer:
             ) from None
 
     async def _hold(self, ready: asyncio.Future, closing: asyncio.Event) -> None:
-        client = Client(self._target(), read_timeout_seconds=self.timeout, cache=None)
+        client = Client(
+            self._target(), read_timeout_seconds=self.timeout, cache=None, client_info=CLIENT_INFO
+        )
         try:
             async with client:
                 ready.set_result(client)
@@ -96,15 +106,26 @@ class UpstreamServer:
         return self._read_only.get(tool, False)
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+        forwarder = self._forwarder
+        if forwarder is not None:
+            try:
+                # aiohttp's own total timeout bounds it: no anyio cancel scope (a tenth of
+                # the gateway's time on a call, measured).
+                return await self._call(
+                    lambda client: forwarder.call_tool(client.protocol_version, name, arguments),
+                    bounded=False,
+                )
+            except NotForwardable:
+                pass
         return await self._call(lambda client: client.call_tool(name, arguments))
 
-    async def _call(self, send) -> Any:
+    async def _call(self, send, *, bounded: bool = True) -> Any:
         client = await self.client()
         try:
-            with anyio.fail_after(self.timeout):
+            with anyio.fail_after(self.timeout) if bounded else nullcontext():
                 return await send(client)
-        except MCPError:
-            raise  # the server's own JSON-RPC error: the connection is fine
+        except (MCPError, NotForwardable):
+            raise  # the server's own JSON-RPC error, or a call for the SDK client: all is well
         except TimeoutError:
             self.reset()
             raise McpUnavailable(
@@ -122,6 +143,8 @@ class UpstreamServer:
 
     async def aclose(self) -> None:
         self.reset()
+        if self._forwarder is not None:
+            await self._forwarder.aclose()
         if self._holder is not None:
             await asyncio.wait([self._holder], timeout=5)
 
@@ -138,6 +161,7 @@ class UpstreamPool:
     def __init__(self, *, timeout: float, connect_timeout: float) -> None:
         self.timeout, self.connect_timeout = timeout, connect_timeout
         self._servers: dict[str, UpstreamServer] = {}
+        self._retired: list[UpstreamServer] = []
 
     def get(self, server: McpServer) -> UpstreamServer:
         found = self._servers.get(server.name)
@@ -146,6 +170,7 @@ class UpstreamPool:
             server.command,
         ):
             found.reset()
+            self._retired.append(found)
             found = None
         if found is None:
             found = self._servers[server.name] = UpstreamServer(
@@ -154,5 +179,7 @@ class UpstreamPool:
         return found
 
     async def aclose(self) -> None:
-        await asyncio.gather(*(s.aclose() for s in self._servers.values()))
+        servers = [*self._servers.values(), *self._retired]
+        await asyncio.gather(*(s.aclose() for s in servers))
         self._servers.clear()
+        self._retired.clear()
