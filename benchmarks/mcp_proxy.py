@@ -4,7 +4,8 @@
 
 A real MCP server (tests/support/mcp_upstream.py) in its own process, the gateway (`evoplane
 gateway`, registry on PostgreSQL) with it registered as an agent's MCP server, and the bare
-SDK proxy (benchmarks/mcp_passthrough.py, the floor for any proxy built on the SDK). One SDK
+SDK proxy (benchmarks/mcp_passthrough.py, the floor for a proxy whose calls go through the
+SDK's server and client; the gateway's 2026-07-28 calls go through neither). One SDK
 client per side calls the same read-only tool, one call at a time, the sides interleaved
 round by round so a noisy machine affects all three alike. Each gateway call is captured
 (a governed tool_call event, written by the capture drain).
