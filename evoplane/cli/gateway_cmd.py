@@ -60,6 +60,7 @@ def gateway(
     import uvicorn
 
     from proxy.app import create_app
+    from proxy.http_protocol import CoalescingHttpProtocol
     from registry import check_schema, create_db_engine
 
     settings = load_settings(gateway_port=port, host=host)
@@ -72,6 +73,7 @@ def gateway(
         "log_level": "warning",
         "access_log": False,
         "timeout_keep_alive": KEEP_ALIVE_SECONDS,
+        "http": CoalescingHttpProtocol,
     }
     if workers > 1:
         # Each worker process builds its own gateway from the same settings.

@@ -13,6 +13,7 @@ from atdp import Harness, ModelRef, VersionSpec
 from proxy.app import create_app
 from proxy.config import GatewayConfig
 from proxy.gateway import Gateway
+from proxy.http_protocol import CoalescingHttpProtocol
 from registry import create_agent, create_api_key, create_tenant, grant_agent, transaction
 
 __all__ = ["GatewayServer", "seed_gateway_world"]
@@ -37,6 +38,7 @@ class GatewayServer:
                 log_level="warning",
                 access_log=False,
                 lifespan="on",
+                http=CoalescingHttpProtocol,  # as `evoplane gateway` serves
             )
         )
         self._thread = threading.Thread(target=self._server.run, name="gateway", daemon=True)
