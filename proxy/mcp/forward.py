@@ -84,7 +84,10 @@ class CallForwarder:
     def _client(self) -> aiohttp.ClientSession:
         # Created on first use: a session belongs to the event loop that is running then.
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
+            # No cookie jar: an upstream's cookies must not pass from one caller to the next.
+            self._session = aiohttp.ClientSession(
+                timeout=self._timeout, cookie_jar=aiohttp.DummyCookieJar()
+            )
         return self._session
 
     async def aclose(self) -> None:
