@@ -9,12 +9,14 @@ already stored (a replayed spool) is skipped exactly as with the one-by-one func
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from sqlmodel import Session
 
 from atdp import Event, Reward, Trajectory
-from registry.db import dumps_json, may_hold_big_floats
+from registry.bodies import stored_bodies
+from registry.db import dumps_json
 from registry.errors import InvalidRecordError
 from registry.rewards import add_rewards, reward_columns
 from registry.sealed import SealedEvent, store_sealed
@@ -104,8 +106,13 @@ def _write_rows(session, trajectories, events, rewards, event_documents) -> None
         rows = [_trajectory_row(t) for t in trajectories]
         _copy(cursor, "trajectory", _TRAJECTORY_COLUMNS, rows)
     if events:
-        documents = event_documents or [e.model_dump_json() for e in events]
-        rows = [_event_row(e, d) for e, d in zip(events, documents, strict=True)]
+        documents = (
+            [json.loads(d) for d in event_documents]
+            if event_documents
+            else [e.model_dump(mode="json") for e in events]
+        )
+        bodies = stored_bodies(session, documents)
+        rows = [_event_row(e, b) for e, b in zip(events, bodies, strict=True)]
         _copy(cursor, "event", _EVENT_COLUMNS, rows, check=_EVENT_OWNERS)
     if rewards:
         _copy(
@@ -199,9 +206,7 @@ def _trajectory_row(trajectory: Trajectory) -> tuple:
     )
 
 
-def _event_row(event: Event, document: str) -> tuple:
-    if may_hold_big_floats(document):  # JSONB would turn such a float into another integer
-        document = dumps_json(event.model_dump(mode="json"))
+def _event_row(event: Event, body: dict) -> tuple:
     return (
         event.id,
         event.trajectory_id,
@@ -215,5 +220,5 @@ def _event_row(event: Event, document: str) -> tuple:
         event.created_at,
         event.governance.expires_at,
         stored_response_id(event),
-        document,
+        dumps_json(body),  # JSONB would turn a float in exponent form into another integer
     )

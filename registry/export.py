@@ -18,6 +18,8 @@ import sqlalchemy as sa
 from sqlmodel import Session, select
 
 from atdp import Event, EventKind, MessageAction, Traffic, TrainingEligibility, Trajectory
+from registry.bodies import STORED
+from registry.bodies import events as stored_events
 from registry.db import id_chunks
 from registry.partitions import drop_expired_partitions
 from registry.rewards import effective_reward, rewards_by_trajectory
@@ -111,8 +113,8 @@ def export_page(
         return ExportPage([], None)
     ids = [trajectory.id for trajectory in trajectories]
     events: dict[uuid.UUID, list[Event]] = {}
-    rows = session.exec(
-        select(EventRow.body)
+    rows = session.execute(
+        select(*STORED)
         .where(
             EventRow.trajectory_id.in_(ids),
             EventRow.traffic == Traffic.USER.value,
@@ -120,8 +122,7 @@ def export_page(
         )
         .order_by(EventRow.trajectory_id, EventRow.seq)
     )
-    for body in rows:
-        event = Event.model_validate(body)
+    for event in stored_events(session, rows):
         events.setdefault(event.trajectory_id, []).append(event)
     rewards = rewards_by_trajectory(session, ids)
     records = [

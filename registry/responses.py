@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from sqlmodel import Session, select
 
 from atdp import utcnow
+from registry.bodies import STORED, documents
 from registry.errors import NotFoundError
 from registry.scope import scoped
 from registry.tables import DeletedResponseRow, EventRow, SealedEventRow
@@ -75,40 +76,31 @@ def delete_stored_response(session: Session, tenant: str, response_id: str) -> b
     return True
 
 
-# What rebuilding a response reads of its llm_call (`proxy.protocols.recorded`).
-_PARTS = {
-    "metadata": ("metadata",),
-    "action": ("action",),
-    "governance": ("governance",),
-    "data": ("observation", "data"),
-    "tools": ("observation", "tools"),
-}
-
-
 def _live(
     session: Session, tenant: str, response_id: str, now: datetime
 ) -> tuple[uuid.UUID, dict[str, Any], datetime | None] | None:
-    """(its id, the parts `_PARTS`, the expiry) of the llm_call of a response neither
-    deleted nor expired at `now`."""
+    """(its id, what rebuilding the response reads of it, the expiry) of the llm_call of a
+    response neither deleted nor expired at `now`."""
     deleted = select(DeletedResponseRow.id).where(
         DeletedResponseRow.tenant == tenant, DeletedResponseRow.id == response_id
     )
-    parts = [EventRow.body[path].label(name) for name, path in _PARTS.items()]
     statement = scoped(
-        select(EventRow.id, *parts).where(EventRow.response_id == response_id, ~sa.exists(deleted)),
+        select(*STORED).where(EventRow.response_id == response_id, ~sa.exists(deleted)),
         EventRow.tenant,
         tenant,
     )
-    row = session.exec(statement.limit(1)).first()
+    row = session.execute(statement.limit(1)).first()
     if row is None:
         return None
-    found = row._mapping
-    event = {name: found[name] for name in ("metadata", "action", "governance")}
-    event["observation"] = {"data": found["data"], "tools": found["tools"]}
+    document = documents(session, [row])[0]
+    # What `proxy.protocols.recorded` reads of the llm_call.
+    event = {name: document[name] for name in ("metadata", "action", "governance")}
+    observation = document["observation"] or {}
+    event["observation"] = {"data": observation.get("data"), "tools": observation.get("tools")}
     expires_at = _expiry(event["metadata"]["extra"]["stored_response"])
     if expires_at is not None and expires_at <= now:
         return None
-    return found["id"], event, expires_at
+    return row.id, event, expires_at
 
 
 def _expiry(stored: dict[str, Any]) -> datetime | None:

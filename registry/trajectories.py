@@ -12,6 +12,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlmodel import Session, select
 
 from atdp import Event, EventKind, Trajectory, TrajectoryOutcome
+from registry.bodies import STORED, stored_bodies
+from registry.bodies import events as stored_events
 from registry.errors import InvalidRecordError, NotFoundError
 from registry.scope import TenantScope, scoped
 from registry.tables import EventRow, TrajectoryRow
@@ -161,7 +163,8 @@ def list_trajectories(
     return [_trajectory(row) for row in session.exec(statement.limit(limit))]
 
 
-def _event_row(event: Event) -> dict:
+def _event_row(event: Event, body: dict | None = None) -> dict:
+    """`event`'s row, its body stored as `body` (default: whole)."""
     return {
         "id": event.id,
         "trajectory_id": event.trajectory_id,
@@ -175,7 +178,7 @@ def _event_row(event: Event) -> dict:
         "created_at": event.created_at,
         "expires_at": event.governance.expires_at,
         "response_id": stored_response_id(event),
-        "body": event.model_dump(mode="json"),
+        "body": event.model_dump(mode="json") if body is None else body,
     }
 
 
@@ -197,7 +200,9 @@ def insert_events(session: Session, events: Sequence[Event]) -> int:
     if not events:
         return 0
     check_event_owners(session, events)
-    return _insert_ignoring_duplicates(session, EventRow.__table__, [_event_row(e) for e in events])
+    bodies = stored_bodies(session, [event.model_dump(mode="json") for event in events])
+    rows = [_event_row(event, body) for event, body in zip(events, bodies, strict=True)]
+    return _insert_ignoring_duplicates(session, EventRow.__table__, rows)
 
 
 def check_event_owners(session: Session, events: Sequence[Event]) -> None:
@@ -222,18 +227,14 @@ def _trajectory_tenants(session: Session, ids: set[uuid.UUID]) -> dict[uuid.UUID
 def get_events(session: Session, tenant: TenantScope, trajectory_id: uuid.UUID) -> list[Event]:
     """The events of a trajectory in order; empty for another tenant's trajectory."""
     statement = scoped(
-        select(EventRow.body).where(EventRow.trajectory_id == trajectory_id),
-        EventRow.tenant,
-        tenant,
+        select(*STORED).where(EventRow.trajectory_id == trajectory_id), EventRow.tenant, tenant
     )
-    return [Event.model_validate(body) for body in session.exec(statement.order_by(EventRow.seq))]
+    return stored_events(session, session.execute(statement.order_by(EventRow.seq)))
 
 
 def get_event(session: Session, tenant: TenantScope, event_id: uuid.UUID) -> Event:
-    statement = scoped(
-        select(EventRow.body).where(EventRow.id == event_id), EventRow.tenant, tenant
-    )
-    body = session.exec(statement).first()
-    if body is None:
+    statement = scoped(select(*STORED).where(EventRow.id == event_id), EventRow.tenant, tenant)
+    found = stored_events(session, session.execute(statement).all())
+    if not found:
         raise NotFoundError("event", event_id)
-    return Event.model_validate(body)
+    return found[0]

@@ -23,6 +23,8 @@ from sqlalchemy.ext.compiler import compiles
 from sqlmodel import Session, select
 
 from atdp import Event, EventKind, Reward, Traffic
+from registry.bodies import STORED, TOOLS_AT, offered_tools_of
+from registry.bodies import events as stored_events
 from registry.db import id_chunks
 from registry.rewards import _reward
 from registry.tables import EventRow, RewardRow, TrajectoryRow
@@ -268,31 +270,33 @@ def llm_usage(session: Session, window: TrajectoryWindow) -> dict[uuid.UUID, Llm
 def offered_tools(session: Session, window: TrajectoryWindow) -> dict[uuid.UUID, set[str]]:
     """Per trajectory: the names of every tool its llm calls offered the model."""
     tools = EventRow.body[("observation", "tools")]
-    statement = _window_events(window, EventKind.LLM_CALL, EventRow.trajectory_id, tools).distinct()
+    statement = _window_events(
+        window, EventKind.LLM_CALL, EventRow.trajectory_id, tools, TOOLS_AT
+    ).distinct()
+    found = session.execute(statement).all()
     offered: dict[uuid.UUID, set[str]] = {}
-    for trajectory_id, specs in session.execute(statement):
+    lists = offered_tools_of(session, ((specs, at) for _, specs, at in found))
+    for (trajectory_id, _, _), specs in zip(found, lists, strict=True):
         names = offered.setdefault(trajectory_id, set())
-        names.update(spec["name"] for spec in specs or [] if spec.get("name"))
+        names.update(spec["name"] for spec in specs if spec.get("name"))
     return offered
 
 
 def offered_tool_lists(session: Session, window: TrajectoryWindow) -> list[list[dict]]:
     """The tools each llm call of the window offered the model, one list per call."""
     tools = EventRow.body[("observation", "tools")]
-    statement = _window_events(window, EventKind.LLM_CALL, tools)
-    return [specs or [] for specs in session.scalars(statement)]
+    statement = _window_events(window, EventKind.LLM_CALL, tools, TOOLS_AT)
+    return offered_tools_of(session, session.execute(statement).all())
 
 
 def window_events(
     session: Session, window: TrajectoryWindow, kind: EventKind
 ) -> dict[uuid.UUID, list[Event]]:
     """The window's events of `kind`, whole, by trajectory: for short windows (a gate step)."""
-    statement = _window_events(window, kind, EventRow.trajectory_id, EventRow.body).order_by(
-        EventRow.created_at, EventRow.id
-    )
+    statement = _window_events(window, kind, *STORED).order_by(EventRow.created_at, EventRow.id)
     found: dict[uuid.UUID, list[Event]] = {}
-    for trajectory_id, body in session.execute(statement):
-        found.setdefault(trajectory_id, []).append(Event.model_validate(body))
+    for event in stored_events(session, session.execute(statement)):
+        found.setdefault(event.trajectory_id, []).append(event)
     return found
 
 
@@ -414,13 +418,13 @@ def replies(
 ) -> list[Event]:
     """User-traffic events of `kind` caused by these events (e.g. the turn after an answer),
     oldest first."""
-    rows: list[tuple[Any, Any, dict]] = []
+    rows: list[Any] = []
     for chunk in id_chunks(parent_ids):
-        statement = select(EventRow.created_at, EventRow.id, EventRow.body).where(
+        statement = select(*STORED).where(
             EventRow.parent_id.in_(chunk),
             EventRow.kind == kind.value,
             EventRow.traffic == Traffic.USER.value,
         )
         rows += session.execute(statement).all()
-    rows.sort(key=lambda row: (row[0], str(row[1])))
-    return [Event.model_validate(body) for _, _, body in rows]
+    rows.sort(key=lambda row: (row.created_at, str(row.id)))
+    return stored_events(session, rows)
