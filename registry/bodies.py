@@ -52,18 +52,20 @@ class Recent:
 
     def __init__(self, capacity: int = 2_048) -> None:
         self.capacity = capacity
-        self._calls: OrderedDict[str, Earlier] = OrderedDict()
+        self._calls: OrderedDict[tuple[str, str], Earlier] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, trajectory_id: str) -> Earlier | None:
+    def get(self, key: tuple[str, str]) -> Earlier | None:
+        """The call of (database, trajectory id), if known."""
         with self._lock:
-            return self._calls.get(trajectory_id)
+            return self._calls.get(key)
 
     def forget(self, trajectory_id: uuid.UUID) -> None:
         with self._lock:
-            self._calls.pop(str(trajectory_id), None)
+            for key in [key for key in self._calls if key[1] == str(trajectory_id)]:
+                del self._calls[key]
 
-    def publish(self, calls: dict[str, Earlier]) -> None:
+    def publish(self, calls: dict[tuple[str, str], Earlier]) -> None:
         with self._lock:
             for trajectory_id, call in calls.items():
                 known = self._calls.pop(trajectory_id, None)
@@ -83,18 +85,19 @@ def stored_bodies(session: Session, documents: Sequence[dict[str, Any]]) -> list
     An llm_call written here becomes what later events of its trajectory may refer to,
     once the session commits (a rolled-back call must never be referred to)."""
     pending = _pending(session)
+    database = str(session.get_bind().url)  # a trajectory's events may go to two registries
     stored = []
     for document in documents:
-        trajectory_id = document["trajectory_id"]
-        earlier = pending.get(trajectory_id) or RECENT.get(trajectory_id)
+        key = (database, document["trajectory_id"])
+        earlier = pending.get(key) or RECENT.get(key)
         body = encode(document, earlier)
         if document["kind"] == _LLM_CALL:
-            pending[trajectory_id] = Earlier.of(document, body)
+            pending[key] = Earlier.of(document, body)
         stored.append(body)
     return stored
 
 
-def _pending(session: Session) -> dict[str, Earlier]:
+def _pending(session: Session) -> dict[tuple[str, str], Earlier]:
     pending = session.info.get(_PENDING)
     if pending is None:
         pending = session.info[_PENDING] = {}

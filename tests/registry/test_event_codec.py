@@ -28,7 +28,9 @@ from atdp import (
     new_id,
     utcnow,
 )
+from evolution.replay.cases import recorded_cases
 from evolution.rl.samples import record_prompts, recorded_prompts
+from evolution.window import WindowSpec
 from registry import (
     TrajectoryWindow,
     export_records,
@@ -46,7 +48,7 @@ from registry.codec import Columns, Earlier, decode, encode, may_refer, referenc
 from registry.export import _record
 from registry.tables import EventRow
 from registry.windows import replies
-from tests.registry.helpers import seed_world, trajectory
+from tests.registry.helpers import reward, seed_world, trajectory
 from tests.strategies import events as any_events
 from tests.strategies import messages as any_messages
 from tests.strategies import metadata as any_metadata
@@ -214,6 +216,8 @@ def test_every_reader_gets_the_documents_a_session_was_written_with(world) -> No
     turns = _turns(traj, 3)
     written = [e for turn in turns for e in turn]
     _write(world, traj, turns)
+    with transaction(world) as session:  # a verdict, for the replay cases
+        write_batch(session, [], [], [reward(traj, 1.0)])
     stored = _stored(world, traj)
     assert sum(reference(body) is not None for body in stored) >= 8  # the codec referred
     calls = [e for e in written if e.kind is EventKind.LLM_CALL]
@@ -222,9 +226,12 @@ def test_every_reader_gets_the_documents_a_session_was_written_with(world) -> No
         assert get_events(session, "acme", traj.id) == written
         assert get_event(session, "acme", written[-1].id) == written[-1]
         [record] = export_records(session, "acme", "support-bot")
-        assert record == _record(traj, written, [])
+        expected = _record(traj, written, [reward(traj, 1.0)])
+        assert record["events"] == expected["events"] and record["steps"] == expected["steps"]
         prompts = recorded_prompts(session, "support-bot", ["acme"])
-        assert prompts == record_prompts(_record(traj, written, []))
+        assert prompts == record_prompts(expected)
+        [case] = recorded_cases(session, WindowSpec(agent="support-bot", last=10))
+        assert case.events == written
         assert window_events(session, window, EventKind.LLM_CALL) == {traj.id: calls}
         assert replies(session, [calls[1].id, calls[3].id]) == [written[4], written[8]]
         assert replies(session, [calls[0].id], EventKind.TOOL_CALL) == [written[2]]
