@@ -4,7 +4,7 @@ every reader gets the whole ATDP documents back through `documents` or `events`.
 A writer refers an event to the trajectory's latest llm_call only when this process wrote
 that call itself and its transaction committed (`Recent`); anything else (another gateway
 replica served the turn before, a restart, a rollback) stores the body without a
-reference. A reference saves space; it is never needed to read a body right.
+reference. A reference saves space; no write ever needs one.
 """
 
 from __future__ import annotations

@@ -1,12 +1,14 @@
 """How an event's body is stored: its ATDP document less what can be rebuilt exactly.
 
 A stored body (marked `"codec": 1`) leaves out what the row's columns hold (ids, seq, kind,
-times, tenant, traffic, training, replay class), every field at its model default and, for
-an llm_call that refers to an earlier llm_call of its trajectory (`"ref"`), the messages
-that call already recorded: its `observation.messages` holds only the messages it adds.
-A body without the marker is a whole document (rows written before the codec, and any
-event the encoder had a doubt about). `decode(encode(d, p), columns(d), p) == d` for
-every document `d`: `encode` checks it and stores the whole document otherwise.
+times, tenant, traffic, training, replay class) and every field at its model default. One
+that refers to an earlier llm_call of its trajectory (`"ref"`) also leaves out the context
+metadata and hidden state that call had too and, for an llm_call, the messages that call
+recorded, its answer when it is the next message, and its tools when the same (`ref.tools`
+names the call whose body holds them, for the SQL readers of tools). A body without the
+marker is a whole document (rows written before the codec, and any event the encoder had
+a doubt about). `decode(encode(d, e), Columns.of(d), e.document) == d` for every document
+`d`: `encode` checks it and stores the whole document otherwise.
 """
 
 from __future__ import annotations
@@ -37,7 +39,9 @@ __all__ = ["CODEC", "Columns", "Earlier", "decode", "encode", "may_refer", "refe
 
 CODEC = 1
 _MARK = "codec"
-_REF = "ref"  # {"event": the earlier llm_call's id, "messages": how many of its messages}
+# {"event": the earlier llm_call's id, "messages": how many of its messages this call's begin
+# with, "answer": its answer follows them, "tools": the call whose body holds the tools}
+_REF = "ref"
 _LLM_CALL = "llm_call"
 
 
