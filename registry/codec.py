@@ -358,13 +358,17 @@ def decode(
     found = document.pop(_REF, None)
     if found is not None:
         _restore(document, found, previous, columns)
-    for key, default in _AT[()].items():
-        document.setdefault(key, _copied(default))
+    _fill(document, _AT[()])
     for node, defaults in _objects(document, relative=found is not None):
-        for key, default in defaults.items():
-            node.setdefault(key, _copied(default))
+        _fill(node, defaults)
     columns.fill(document)
     return document
+
+
+def _fill(node: dict[str, Any], defaults: dict[str, Any]) -> None:
+    for key, default in defaults.items():
+        if key not in node:
+            node[key] = _copied(default) if isinstance(default, dict | list) else default
 
 
 def _restore(
@@ -375,9 +379,10 @@ def _restore(
         raise ValueError(
             f"event {columns.id} refers to llm_call {found['event']}, which was not given"
         )
+    metadata = document["metadata"]
     for key, value in previous["metadata"].items():
-        if key not in _PER_EVENT:
-            document["metadata"].setdefault(key, _copied(value))
+        if key not in _PER_EVENT and key not in metadata:
+            metadata[key] = _copied(value)
     if "hidden" not in document:
         document["hidden"] = _copied(previous["hidden"])
     if "messages" not in found and "tools" not in found:
