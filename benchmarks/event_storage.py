@@ -11,14 +11,16 @@ document as it is). Prints, per event: the whole `event` table (every partition'
 TOAST and indexes, `pg_total_relation_size`), each of those apart, and the body alone
 (`pg_column_size`); the time to read 2,000 trajectories' events back
 (`registry.get_events`, which rebuilds the documents) and checks that both read the same
-documents; with `--analyse`, the window analysis of each (`read_window` sampled, as the
-`decide` activity runs it) with its decision. Nothing is asserted.
+documents; the CPU a capture writer spends on a body either way; with `--analyse`, the
+window analysis of each (`read_window` sampled, as the `decide` activity runs it) with
+its decision. Nothing is asserted.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,6 +33,8 @@ from atdp import utcnow
 from benchmarks import window_analysis
 from benchmarks.support import POSTGRES, drop_schema, fresh_schema_url
 from registry import ALL_TENANTS, create_db_engine, get_events, transaction, upgrade
+from registry.codec import Earlier, encode
+from registry.db import dumps_json, may_hold_big_floats
 from registry.tables import TrajectoryRow
 
 WAYS = ("whole", "encoded")
@@ -59,6 +63,7 @@ class Stored:
     read_s: float
     documents: list  # what get_events read back of the first READ_BACK trajectories' events
     analysis: dict | None
+    write_cost: tuple[float, float] | None  # µs an event, (whole, encoded)
 
 
 @contextlib.contextmanager
@@ -86,14 +91,27 @@ def measure(database_url: str, trajectories: int, way: str, *, analyse: bool) ->
             heap, toast, indexes, total = connection.execute(sa.text(_SIZES)).one()
             body = connection.execute(sa.text("SELECT avg(pg_column_size(body)) FROM event"))
             body = float(body.scalar_one())
-        read_s, documents = _read_back(engine)
+        read_s, found = _read_back(engine)
+        documents = [[_shape(e) for e in events] for events in found]
+        cost = write_cost(found) if way == "whole" else None
         engine.dispose()
         analysis = None
         if analyse:
             since = until - window_analysis.DAY
             analysis = window_analysis._measure_apart(url, since, until, profile=False)
         return Stored(
-            way, events, heap, toast, indexes, total, body, seeded, read_s, documents, analysis
+            way,
+            events,
+            heap,
+            toast,
+            indexes,
+            total,
+            body,
+            seeded,
+            read_s,
+            documents,
+            analysis,
+            cost,
         )
     finally:
         drop_schema(schema, database_url)
@@ -112,7 +130,33 @@ def _read_back(engine: sa.Engine) -> tuple[float, list]:
     with transaction(engine) as session:
         found = [get_events(session, ALL_TENANTS, trajectory_id) for trajectory_id in ids]
     elapsed = time.perf_counter() - started
-    return elapsed, [[_shape(e) for e in events] for events in found]
+    return elapsed, found
+
+
+def write_cost(trajectories: list[list]) -> tuple[float, float]:
+    """Microseconds of CPU a capture writer spends on an event's body, the best of three
+    interleaved rounds: (as before the codec: its JSON text checked for big floats; now:
+    that text parsed, encoded against the trajectory's previous call, written as JSON)."""
+    texts = [[event.model_dump_json() for event in events] for events in trajectories]
+    count = sum(map(len, texts))
+    before, now = [], []
+    for _ in range(3):
+        started = time.perf_counter()
+        for events in texts:
+            for text in events:
+                may_hold_big_floats(text)
+        before.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        for events in texts:
+            earlier = None
+            for text in events:
+                document = json.loads(text)
+                body = encode(document, earlier)
+                dumps_json(body)
+                if document["kind"] == "llm_call":
+                    earlier = Earlier.of(document, body)
+        now.append(time.perf_counter() - started)
+    return min(before) / count * 1e6, min(now) / count * 1e6
 
 
 def _shape(event) -> tuple:
@@ -141,6 +185,12 @@ def _report(trajectories: int, runs: list[Stored]) -> Iterator[str]:
         f" body {before.body / after.body:.2f}x; the read-back events' shapes "
         f"{'match' if before.documents == after.documents else 'DIFFER'}"
     )
+    if before.write_cost:
+        was, now = before.write_cost
+        yield (
+            f"\nCPU a capture writer spends on an event's body: {was:.1f} µs whole, "
+            f"{now:.1f} µs encoded (parse, encode with its round-trip check, write JSON)"
+        )
     if before.analysis:
         yield "\n| bodies | read_window (s) | measure_window (s) | peak RSS (MiB) | decision |"
         yield "|---|---|---|---|---|"
