@@ -5,10 +5,15 @@ A writer refers an event to the trajectory's latest llm_call only when this proc
 that call itself and its transaction committed (`Recent`); anything else (another gateway
 replica served the turn before, a restart, a rollback) stores the body without a
 reference. A reference saves space; no write ever needs one.
+
+`EVOPLANE_EVENT_CODEC=off` makes writers store whole documents, as before the codec:
+readers take both forms, so a rolling upgrade sets it on the new processes until every
+reader (gateways, workers, the CLI) has the new code, then lifts it.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import uuid
 from collections import OrderedDict
@@ -84,6 +89,8 @@ def stored_bodies(session: Session, documents: Sequence[dict[str, Any]]) -> list
 
     An llm_call written here becomes what later events of its trajectory may refer to,
     once the session commits (a rolled-back call must never be referred to)."""
+    if not encoding():
+        return list(documents)
     pending = _pending(session)
     database = str(session.get_bind().url)  # a trajectory's events may go to two registries
     stored = []
@@ -95,6 +102,15 @@ def stored_bodies(session: Session, documents: Sequence[dict[str, Any]]) -> list
             pending[key] = Earlier.of(document, body)
         stored.append(body)
     return stored
+
+
+def encoding() -> bool:
+    """Whether writers store encoded bodies (`EVOPLANE_EVENT_CODEC`: on, the default, or
+    off)."""
+    value = os.environ.get("EVOPLANE_EVENT_CODEC", "on").strip().lower()
+    if value not in {"on", "off"}:
+        raise ValueError(f"EVOPLANE_EVENT_CODEC must be 'on' or 'off', not {value!r}")
+    return value == "on"
 
 
 def _pending(session: Session) -> dict[tuple[str, str], Earlier]:

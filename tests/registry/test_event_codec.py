@@ -276,3 +276,24 @@ def test_a_writer_that_did_not_write_the_last_call_stores_it_whole(world) -> Non
     with transaction(world) as session:
         assert get_events(session, "acme", traj.id) == [*first, *second]
         assert get_event(session, "acme", second[-1].id) == second[-1]
+
+
+def test_with_the_codec_off_bodies_are_stored_whole_and_both_forms_read_back(
+    world, monkeypatch
+) -> None:
+    """`EVOPLANE_EVENT_CODEC=off` (a rolling upgrade's first step) writes documents as
+    they were before the codec; a trajectory holding both forms reads back whole."""
+    traj = trajectory("acme")
+    first, second, third = _turns(traj, 3)
+    monkeypatch.setenv("EVOPLANE_EVENT_CODEC", "off")
+    _write(world, traj, [first])
+    monkeypatch.setenv("EVOPLANE_EVENT_CODEC", "on")
+    _write(world, traj, [second])
+    stored = _stored(world, traj)
+    assert stored[: len(first)] == [_json(e) for e in first]
+    assert any(reference(body) is not None for body in stored[len(first) :])
+    with transaction(world) as session:
+        assert get_events(session, "acme", traj.id) == [*first, *second]
+    monkeypatch.setenv("EVOPLANE_EVENT_CODEC", "maybe")
+    with pytest.raises(ValueError, match="EVOPLANE_EVENT_CODEC must be 'on' or 'off'"):
+        _write(world, traj, [third])
