@@ -363,7 +363,9 @@ def seed(
         )
     with psycopg.connect(libpq_conninfo(engine)) as connection, connection.cursor() as cursor:
         templates = [Template.read(cursor, r.trajectory.id) for r in recorded]
-        for day in _progress(range(days), days):
+        # Oldest first, the window's day last, as traffic arrives: the day just written is
+        # the one in the caches, as yesterday's is in a running registry's.
+        for day in _progress(range(days - 1, -1, -1), days):
             remaining = trajectories - (TEMPLATES if day == 0 else 0)
             begins = until - (day + 1) * DAY
             while remaining > 0:
@@ -377,17 +379,20 @@ def seed(
                 _copy(cursor, "reward", _REWARD, [w for r in replicas for w in r[2]])
                 remaining -= len(replicas)
             connection.commit()
-        cursor.execute("ANALYZE")  # as autovacuum would have by the time a window is read
+        # As autovacuum would have by the time a window is read: statistics, and the
+        # visibility map that lets a count read an index alone.
+        connection.autocommit = True
+        cursor.execute("VACUUM ANALYZE")
 
 
 def _progress(days: range, total: int) -> Iterator[int]:
     """The days to seed, with a line on stderr as each one starts (a 10-day seed takes
     most of an hour)."""
     started = time.perf_counter()
-    for day in days:
+    for done, day in enumerate(days):
         if total > 1:
             print(
-                f"seeding day {day + 1} of {total} ({time.perf_counter() - started:.0f} s)",
+                f"seeding day {done + 1} of {total} ({time.perf_counter() - started:.0f} s)",
                 file=sys.stderr,
                 flush=True,
             )
