@@ -207,8 +207,13 @@ class EvolutionActivities:
                 records = read_window(session, request.window)
             with self._correction_judge(request.window.agent) as reader:
                 stats = measure_window(records, judge=reader)
+        teacher, distill_teacher = self._teachers(request)
         decision = decide(
-            stats, request.policy, force=request.force, teacher=self._has_teacher(request)
+            stats,
+            request.policy,
+            force=request.force,
+            teacher=teacher,
+            distill_teacher=distill_teacher,
         )
         with transaction(self.engine) as session:
             update_evolution(
@@ -223,11 +228,13 @@ class EvolutionActivities:
             self._track("log_params", request.mlflow_run_id, {"action": decision.action.value})
         return decision
 
-    def _has_teacher(self, request: DecideRequest) -> bool:
-        """Whether the agent's training has a teacher model (SFT targets from replay)."""
+    def _teachers(self, request: DecideRequest) -> tuple[bool, bool]:
+        """Whether the agent's training has a teacher model (SFT targets from replay), and a
+        local one to distil from."""
         with transaction(self.engine) as session:
             agent = get_agent(session, request.window.agent)
-            return EvolutionSettings.of(agent.settings).training.teacher is not None
+            training = EvolutionSettings.of(agent.settings).training
+            return training.teacher is not None, training.distill_from is not None
 
     @contextmanager
     def _correction_judge(self, agent: str) -> Iterator[CorrectionJudge | None]:

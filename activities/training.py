@@ -65,6 +65,7 @@ class TrainingActivities:
         parent, settings, records = self._inputs(request)
         prompts = [p for record in records for p in record_prompts(record)]
         train_prompts, held_out = self._split(prompts, settings)
+        unreferenced = [p for p in prompts if p.reference is None]
         out_dir = self.checkpoint_root / request.agent / request.evolution_id
         resumed = _checkpoint_step(out_dir)
         # A teacher answers every failed step: that can outlast the heartbeat timeout.
@@ -77,10 +78,17 @@ class TrainingActivities:
                 held_out,
                 teacher=_teacher(settings),
                 objective=settings.objective,
+                distill_from=settings.distill_from,
+                unreferenced=unreferenced,
             )
-        config = settings.train_config(device=self.device, algorithm=plan.offline)
+            training_reward, reward = job_rewards(settings)
+            judging = None
+            if settings.judge is not None and plan.trains_as is None:
+                plan, training_reward, judging = _judged(
+                    plan, settings.judge, records, training_reward, unreferenced
+                )
+        config = settings.train_config(device=self.device, algorithm=plan.trains_as)
         use_threads(config.threads)  # for the held-out evaluations too
-        training_reward, reward = job_rewards(settings)
         base = Path(parent.spec.model.checkpoint or "")
         before = self._held_out_reward(base, held_out, reward, config)
         previous = _previous_heartbeat()
@@ -96,6 +104,14 @@ class TrainingActivities:
         if run_id := self._run_id(request):
             self._track("log_params", run_id, {"algorithm": plan.algorithm})
             self._track("log_metrics", run_id, {f"data_{k}": v for k, v in plan.counts.items()})
+            if judging is not None:
+                self._track("log_params", run_id, {"judge_used": judging["used"]})
+                if judging.get("agreement") is not None:
+                    judged = {
+                        "judge_agreement": judging["agreement"],
+                        "judge_pairs": judging["pairs"],
+                    }
+                    self._track("log_metrics", run_id, judged)
         beat = _Heartbeat({"step": resumed, "resumed_from": resumed, "phase": "starting"})
         try:
             with beat:
@@ -124,6 +140,7 @@ class TrainingActivities:
             "algorithm": plan.algorithm,
             "algorithm_reason": plan.reason,
             "data": plan.counts,
+            "judge": judging,
             "steps": result.steps,
             "resumed_from_step": result.resumed_from,
             "previous_attempt_heartbeat": previous,
@@ -256,6 +273,44 @@ def _teacher(settings: Any) -> Any:
     chosen = settings.teacher
     key = os.environ.get(chosen.api_key_env) if chosen.api_key_env else None
     return OpenAITeacher(chosen.base_url, chosen.model, api_key=key)
+
+
+def _judged(
+    plan: Any, chosen: Any, records: list, explicit: Any, unreferenced: list
+) -> tuple[Any, Any, dict[str, Any]]:
+    """The plan and training reward with the agent's judge where its agreement with explicit
+    rewards on the window's recorded answers lets it score the prompts without a reference."""
+    import dataclasses
+    import os
+
+    from evolution.rl.data import OpenAITeacher
+    from evolution.rl.data.judge import RelativeJudge, judge_reward
+    from evolution.rl.samples import RecordedPrompt
+
+    key = os.environ.get(chosen.api_key_env) if chosen.api_key_env else None
+    model = OpenAITeacher(chosen.base_url, chosen.model, api_key=key, temperature=0.0)
+
+    def complete(text: str) -> str:
+        asked = RecordedPrompt(
+            event_id="judge", tenant="", messages=[{"role": "user", "content": text}]
+        )
+        return model(asked, 1)[0]
+
+    reward, report = judge_reward(
+        RelativeJudge(complete),
+        records,
+        explicit,
+        len(unreferenced),
+        min_agreement=chosen.min_agreement,
+        min_pairs=chosen.min_pairs,
+        max_groups=chosen.max_groups,
+    )
+    report = {"model": chosen.model, **report}
+    if not report["used"]:
+        return plan, explicit, report
+    prompts = [*plan.prompts, *unreferenced]
+    counts = {**plan.counts, "judged_prompts": len(unreferenced)}
+    return dataclasses.replace(plan, prompts=prompts, counts=counts), reward, report
 
 
 def job_rewards(settings: Any) -> tuple[Any, Any]:

@@ -5,8 +5,13 @@
   success; supervised targets first (a teacher's verified answers where one is configured,
   else the rewarded calls themselves);
 - enough corrections (`dpo_min_corrections` llm calls the user corrected or the agent
-  retried): each fix over the answer it fixed is a preference pair, and they exist exactly
-  where rewarded references are scarce (the prompts the model fails most); DPO;
+  retried) and a teacher that scores the student's own tokens (`distill_from`, local weights
+  sharing the tokenizer): on-policy distillation, which needs no rewarded reference at all and
+  reads a signal on every token of the student's own answers, where the corrections show it
+  goes wrong;
+- enough corrections without such a teacher: each fix over the answer it fixed is a
+  preference pair, and they exist exactly where rewarded references are scarce (the prompts
+  the model fails most); DPO;
 - otherwise, a verifiable reward and partial competence: GRPO.
 """
 
@@ -19,13 +24,22 @@ from evolution.window import WindowStats
 
 __all__ = ["Algorithm", "choose_algorithm"]
 
-Algorithm = Literal["sft", "dpo", "grpo"]
+Algorithm = Literal["sft", "distill", "dpo", "grpo"]
 
 
 def choose_algorithm(
-    stats: WindowStats, config: PolicyConfig, *, teacher: bool = False
+    stats: WindowStats,
+    config: PolicyConfig,
+    *,
+    teacher: bool = False,
+    distill_teacher: bool = False,
 ) -> tuple[Algorithm, str]:
-    """The algorithm a weights change on this window should train with, and why."""
+    """The algorithm a weights change on this window should train with, and why.
+
+    Args:
+        teacher: an OpenAI-compatible teacher answers failed steps (SFT targets).
+        distill_teacher: a local teacher gives logprobs of the student's own tokens.
+    """
     competence = stats.task_success.rate
     if competence is None:
         competence = stats.reward.mean
@@ -36,6 +50,13 @@ def choose_algorithm(
             f"near-zero competence ({competence:.0%} success, below "
             f"{config.sft_below:.0%}): sampled groups would rarely hold a success for "
             f"GRPO to learn from, so SFT on {source} first"
+        )
+    if corrections >= config.dpo_min_corrections and distill_teacher:
+        return "distill", (
+            f"{corrections} answers were corrected or retried (at least "
+            f"{config.dpo_min_corrections}) and a teacher scores the student's own tokens: "
+            "on-policy distillation corrects the student where its own answers go, token by "
+            "token, without waiting for rewarded references"
         )
     if corrections >= config.dpo_min_corrections:
         return "dpo", (

@@ -40,6 +40,7 @@ def decide(
     allowed: Collection[Action] | None = None,
     force: Action | None = None,
     teacher: bool = False,
+    distill_teacher: bool = False,
 ) -> DecisionRecord:
     """Pick the action with the best gain - cost - risk for this window, and say why.
 
@@ -48,6 +49,7 @@ def decide(
         force: take this action whatever the scores say (they are still recorded); it
             overrides `allowed`, because an operator's explicit choice outranks defaults.
         teacher: whether the agent has a teacher model configured (for weights' algorithm).
+        distill_teacher: whether it has a local teacher that scores the student's tokens.
     """
     config = config or PolicyConfig()
     options = action_options(stats, config)
@@ -60,7 +62,9 @@ def decide(
     target = options[action].target
     if force is not None and target is None:
         target = _forced_target(action, stats, config)
-    algorithm, why = choose_algorithm(stats, config, teacher=teacher)
+    algorithm, why = choose_algorithm(
+        stats, config, teacher=teacher, distill_teacher=distill_teacher
+    )
     return DecisionRecord(
         action=action,
         reason=reason,

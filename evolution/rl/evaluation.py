@@ -9,7 +9,7 @@ from evolution.rl.policy import Policy
 from evolution.rl.rewards import RewardFunction
 from evolution.rl.samples import RecordedPrompt
 
-__all__ = ["evaluate"]
+__all__ = ["evaluate", "prompt_rewards"]
 
 _EVALUATION_BATCH = 16  # prompts sampled together (memory grows with the batch)
 
@@ -29,13 +29,38 @@ def evaluate(
 
     `guide_tool_names` samples as the local engine serves (see `TrainConfig`).
     """
+    scores = prompt_rewards(
+        policy,
+        prompts,
+        reward,
+        samples=samples,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        seed=seed,
+        guide_tool_names=guide_tool_names,
+    )
+    return sum(sum(s) for s in scores) / (samples * len(scores))
+
+
+def prompt_rewards(
+    policy: Policy,
+    prompts: Sequence[RecordedPrompt],
+    reward: RewardFunction,
+    *,
+    samples: int = 4,
+    max_new_tokens: int = 96,
+    temperature: float = 1.0,
+    seed: int = 0,
+    guide_tool_names: bool = True,
+) -> list[list[float]]:
+    """The reward of each of `samples` completions of each prompt with a reference."""
     import torch
 
     usable = [p for p in prompts if p.reference is not None]
     if not usable:
         raise ValueError("no held-out prompt has a reference action to score against")
     generator = torch.Generator(device=policy.device).manual_seed(seed)
-    scores: list[float] = []
+    scores: list[list[float]] = []
     for start in range(0, len(usable), _EVALUATION_BATCH):
         batch = usable[start : start + _EVALUATION_BATCH]
         _, sampled = sample_prompts(
@@ -48,7 +73,7 @@ def evaluate(
             guide_tool_names=guide_tool_names,
         )
         scores += [
-            sum(reward(prompt, c.text) for c in completions) / samples
+            [reward(prompt, c.text) for c in completions]
             for prompt, completions in zip(batch, sampled, strict=True)
         ]
-    return sum(scores) / len(scores)
+    return scores

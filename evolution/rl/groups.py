@@ -124,7 +124,7 @@ def _group(
         completions.append(list(prompt.token_ids or []))
         behaviour.append(list(prompt.logprobs or []))
         texts.append(_text(policy, prompt.token_ids or []))
-    rewards = [reward(prompt, text) for text in texts]
+    rewards = _rewards(reward, prompt, texts, recorded=len(texts) > len(samples))
     advantages = group_advantages(
         rewards, [0] * len(rewards), normalise_std=config.objective.normalise_std
     )
@@ -135,6 +135,17 @@ def _group(
         "rewards": rewards,
         "advantages": advantages,
     }
+
+
+def _rewards(
+    reward: RewardFunction, prompt: RecordedPrompt, texts: list[str], *, recorded: bool
+) -> list[float]:
+    """Each text's reward; a group reward (a relative judge's, `JudgedReward`) scores them
+    together, told the recorded completion's explicit reward."""
+    if not hasattr(reward, "score_group"):
+        return [reward(prompt, text) for text in texts]
+    rated = [None] * (len(texts) - recorded) + ([prompt.reward] if recorded else [])
+    return reward.score_group(prompt, texts, rated)
 
 
 def recorded_groups(

@@ -52,6 +52,9 @@ class TrainingModels:
 OpenModels = Callable[[Path, Path | None, TrainConfig], TrainingModels]
 """A backend: the models to train from the base, or from the checkpoint a job resumes."""
 
+DrawGroups = Callable[[Policy, Sequence[RecordedPrompt], random.Random, Any], list[dict[str, Any]]]
+"""A step's groups other than sampled and rewarded ones (on-policy distillation's)."""
+
 
 def run_training(
     open_models: OpenModels,
@@ -63,14 +66,16 @@ def run_training(
     *,
     on_step: Callable[[StepMetrics], None] | None = None,
     on_checkpoint: Callable[[int, Path], None] | None = None,
+    draw: DrawGroups | None = None,
 ) -> TrainResult:
     """Train the models `open_models` gives; resumes from the newest checkpoint in `out_dir`.
 
-    Arguments as `evolution.rl.trainer.train`.
+    Arguments as `evolution.rl.trainer.train`; `draw` replaces the sampled, rewarded groups.
     """
     import torch
 
-    usable = _training_prompts(prompts)
+    any_prompt = draw is not None or hasattr(reward, "score_group")
+    usable = _training_prompts(prompts, any_prompt=any_prompt)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     resume = latest_checkpoint(out_dir)
@@ -80,7 +85,8 @@ def run_training(
     start = 0 if resume is None else restore_checkpoint(resume, models.optimiser, rng, generator)
     history: list[StepMetrics] = []
     for step in range(start + 1, config.steps + 1):
-        history.append(metrics := _step(step, models, usable, reward, config, rng, generator))
+        metrics = _step(step, models, usable, reward, config, rng, generator, draw)
+        history.append(metrics)
         if on_step is not None:
             on_step(metrics)
         if step % config.checkpoint_every == 0 or step == config.steps:
@@ -100,17 +106,24 @@ def _step(
     config: TrainConfig,
     rng: random.Random,
     generator: Any,
+    draw: DrawGroups | None,
 ) -> StepMetrics:
     """Sample the step's groups with the current weights, then update the learner on them."""
     began = time.perf_counter()
-    groups = draw_groups(models.sampler(), usable, rng, reward, config, generator)
+    if draw is not None:
+        groups = draw(models.sampler(), usable, rng, generator)
+    else:
+        groups = draw_groups(models.sampler(), usable, rng, reward, config, generator)
     metrics = update_policy(models.learner, models.reference, models.optimiser, groups, config)
     return StepMetrics(step=step, seconds=time.perf_counter() - began, **metrics)
 
 
-def _training_prompts(prompts: Sequence[RecordedPrompt]) -> list[RecordedPrompt]:
-    """The prompts with a reference action; a clear error when there is none."""
-    usable = [p for p in prompts if p.reference is not None]
+def _training_prompts(
+    prompts: Sequence[RecordedPrompt], *, any_prompt: bool
+) -> list[RecordedPrompt]:
+    """The prompts with a reference action (all of them where the reward needs none: a judge,
+    a teacher); a clear error when there is none."""
+    usable = [p for p in prompts if p.reference is not None or any_prompt]
     if not usable:
         raise ValueError(
             "no training prompt has a reference action: the window holds no rewarded tool "

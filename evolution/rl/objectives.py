@@ -32,6 +32,7 @@ __all__ = [
     "LossTerms",
     "ObjectiveConfig",
     "PreferenceTerms",
+    "distillation_advantages",
     "group_advantages",
     "mixed_groups",
     "policy_loss",
@@ -47,8 +48,10 @@ class ObjectiveConfig:
     """How the policy loss is formed.
 
     Args:
-        kind: "grpo" (group-normalised advantages, KL optional), "ppo" (KL penalty on), or an
-            offline objective: "sft", "dpo" or "ipo" (`evolution.rl.offline`).
+        kind: "grpo" (group-normalised advantages, KL optional), "ppo" (KL penalty on),
+            "distill" (on-policy distillation: the policy loss with per-token advantages
+            log teacher - log student on the student's samples, `distillation_advantages`),
+            or an offline objective: "sft", "dpo" or "ipo" (`evolution.rl.offline`).
         eps_low / eps_high: the clip range of the ratio; eps_high > eps_low is clip-higher.
         kl_coef: weight of the KL penalty to the reference policy (k3 estimator).
         max_importance_weight: truncation of the behaviour correction w.
@@ -57,7 +60,7 @@ class ObjectiveConfig:
         beta: DPO's / IPO's strength of the pull towards the reference weights.
     """
 
-    kind: Literal["grpo", "ppo", "sft", "dpo", "ipo"] = "grpo"
+    kind: Literal["grpo", "ppo", "distill", "sft", "dpo", "ipo"] = "grpo"
     eps_low: float = 0.2
     eps_high: float = 0.2
     kl_coef: float = 0.0
@@ -97,6 +100,14 @@ def group_advantages(
         centred = reward - mean if std > NO_SIGNAL else 0.0
         advantages.append(centred / std if normalise_std and centred else centred)
     return advantages
+
+
+def distillation_advantages(teacher: Sequence[float], student: Sequence[float]) -> list[float]:
+    """On-policy distillation's per-token advantages on a student's sample: log teacher -
+    log student of each sampled token. Their mean is minus the sample's estimate of the
+    reverse KL(student || teacher), and the policy gradient on them descends it token by
+    token (each token's own term, as Thinking Machines' on-policy distillation does)."""
+    return [float(t) - float(s) for t, s in zip(teacher, student, strict=True)]
 
 
 def mixed_groups(rewards: Sequence[float], groups: Sequence[Any]) -> set[Any]:

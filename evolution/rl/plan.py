@@ -7,6 +7,8 @@ held-out prompts) and falls back to GRPO, saying so, when there is none:
 - dpo: pairs of (the rewarded retry or correction) over (the answer it fixed);
 - sft: the rewarded calls as demonstrations, plus a teacher's verified answers to the
   failed steps where the agent has a teacher;
+- distill: the student's own samples of every training prompt, with or without a reference,
+  scored token by token by the local teacher (`distill_from`);
 - grpo: groups sampled on the prompts (ppo where the agent's settings say so).
 """
 
@@ -36,6 +38,12 @@ class TrainingPlan:
     prompts: list[RecordedPrompt]
     examples: list[Any] = field(default_factory=list)
     offline: str | None = None
+    teacher: str | None = None  # the checkpoint "distill" distils from
+
+    @property
+    def trains_as(self) -> str | None:
+        """The objective that overrides the agent's RL one (None: that one)."""
+        return self.offline or ("distill" if self.teacher else None)
 
     @property
     def summary(self) -> str:
@@ -56,7 +64,9 @@ class TrainingPlan:
             return train_offline(base, out_dir, self.examples, config, on_step=on_step)
         from evolution.rl.trainer import train
 
-        return train(base, out_dir, self.prompts, reward, config, on_step=on_step)
+        return train(
+            base, out_dir, self.prompts, reward, config, on_step=on_step, teacher=self.teacher
+        )
 
 
 def training_plan(
@@ -68,9 +78,12 @@ def training_plan(
     *,
     teacher: Teacher | None = None,
     objective: str = "grpo",
+    distill_from: str | None = None,
+    unreferenced: Sequence[RecordedPrompt] = (),
 ) -> TrainingPlan:
     """The plan for the decision's `algorithm` (None: the agent's RL `objective`) on the
-    job's data."""
+    job's data; `unreferenced` are training prompts without a rewarded reference (only
+    distillation trains on them here)."""
     rl = TrainingPlan(
         algorithm=objective,
         reason=reason
@@ -86,6 +99,12 @@ def training_plan(
             counts = {"pairs": len(pairs)}
             return TrainingPlan("dpo", reason or "", counts, list(train_prompts), pairs, "dpo")
         return _fallen_back(rl, "dpo", "no corrected answer has a rewarded fix to pair it with")
+    if algorithm == "distill":
+        if distill_from is None:
+            return _fallen_back(rl, "distill", "the agent has no teacher to distil from")
+        prompts = [*train_prompts, *(p for p in unreferenced if p.event_id not in hidden)]
+        counts = {"prompts": len(prompts), "unreferenced": len(prompts) - len(train_prompts)}
+        return TrainingPlan("distill", reason or "", counts, prompts, teacher=distill_from)
     if algorithm == "sft":
         demos = _demonstrations(train_prompts, teacher)
         if demos:

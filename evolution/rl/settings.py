@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from evolution.rl.config import LoraSettings, TrainConfig
 from evolution.rl.objectives import ObjectiveConfig
 
-__all__ = ["TeacherSettings", "TrainingSettings"]
+__all__ = ["JudgeSettings", "TeacherSettings", "TrainingSettings"]
 
 
 class TeacherSettings(BaseModel):
@@ -32,6 +32,23 @@ class TeacherSettings(BaseModel):
     api_key_env: str | None = None
 
 
+class JudgeSettings(TeacherSettings):
+    """An OpenAI-compatible model that ranks groups of answers where explicit rewards are
+    sparse (`evolution.rl.data.judge`), trusted only as far as it agrees with them.
+
+    Args:
+        min_agreement: the share of recorded answer pairs (of one request, with different
+            explicit rewards) it must order as their rewards do before it may reward.
+        min_pairs: fewer such pairs than this and its agreement is not measured well enough
+            to trust.
+        max_groups: recorded answer groups it is measured on (each costs one judge call).
+    """
+
+    min_agreement: float = Field(default=0.75, ge=0.5, le=1.0)
+    min_pairs: int = Field(default=20, ge=1)
+    max_groups: int = Field(default=50, ge=1)
+
+
 class TrainingSettings(BaseModel):
     """Args:
     objective: grpo (group-normalised advantages) or ppo (clip with a KL penalty).
@@ -47,6 +64,10 @@ class TrainingSettings(BaseModel):
     backend: torch (CPU or one GPU) or megatron (GPU workers with megatron-core).
     beta: DPO's pull towards the parent's weights, when the decision chose DPO.
     teacher: a model to replay failed steps with for SFT targets (None: none).
+    judge: a model that ranks sampled groups of prompts without a rewarded reference, used
+        by GRPO/PPO only when its agreement with explicit rewards passes (None: none).
+    distill_from: a local checkpoint that shares the agent model's tokenizer, whose
+        logprobs on the student's own samples train on-policy distillation (None: none).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -72,9 +93,11 @@ class TrainingSettings(BaseModel):
     threads: int | None = Field(default=None, ge=1)
     beta: float = Field(default=0.1, gt=0)
     teacher: TeacherSettings | None = None
+    judge: JudgeSettings | None = None
+    distill_from: str | None = Field(default=None, min_length=1)
 
     def train_config(
-        self, *, device: str = "cpu", algorithm: Literal["sft", "dpo"] | None = None
+        self, *, device: str = "cpu", algorithm: Literal["sft", "dpo", "distill"] | None = None
     ) -> TrainConfig:
         """The trainer's config; `algorithm` (the decision's, when not RL) overrides
         `objective`."""
@@ -93,7 +116,8 @@ class TrainingSettings(BaseModel):
             learning_rate=self.learning_rate,
             max_new_tokens=self.max_new_tokens,
             temperature=self.temperature,
-            dynamic_sampling=self.dynamic_sampling,
+            # Distillation's signal is the teacher's, per token: every group carries one.
+            dynamic_sampling=self.dynamic_sampling and kind != "distill",
             fill_draws=self.fill_draws,
             lora=LoraSettings(rank=self.lora_rank, alpha=2 * self.lora_rank)
             if self.lora_rank

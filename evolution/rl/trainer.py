@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from evolution.rl.config import StepMetrics, TrainConfig, TrainResult
-from evolution.rl.loop import OpenModels, run_training
+from evolution.rl.loop import DrawGroups, OpenModels, run_training
 from evolution.rl.rewards import RewardFunction
 from evolution.rl.samples import RecordedPrompt
 
@@ -29,6 +29,7 @@ def train(
     *,
     on_step: Callable[[StepMetrics], None] | None = None,
     on_checkpoint: Callable[[int, Path], None] | None = None,
+    teacher: str | Path | None = None,
 ) -> TrainResult:
     """Train the policy in `base` on `prompts`; resumes from the newest checkpoint in `out_dir`.
 
@@ -38,6 +39,8 @@ def train(
         prompts: the training prompts; those without a reference are skipped.
         reward: the verifiable reward of a sampled completion.
         on_step / on_checkpoint: progress callbacks (heartbeats, MLflow, a progress bar).
+        teacher: the checkpoint the objective "distill" distils from (sharing the tokenizer);
+            then every prompt trains, with or without a reference.
     """
     return run_training(
         open_models(config),
@@ -48,7 +51,22 @@ def train(
         config,
         on_step=on_step,
         on_checkpoint=on_checkpoint,
+        draw=_distillation(teacher, config),
     )
+
+
+def _distillation(teacher: str | Path | None, config: TrainConfig) -> DrawGroups | None:
+    """On-policy distillation's step, when the objective is "distill"."""
+    if config.objective.kind != "distill":
+        return None
+    if teacher is None:
+        raise ValueError("on-policy distillation needs a teacher checkpoint (distill_from)")
+    if config.backend != "torch":
+        raise ValueError("on-policy distillation runs on the torch backend only")
+    from evolution.rl.data.distillation import distillation_draw
+    from evolution.rl.policy import Policy
+
+    return distillation_draw(Policy.load(teacher, device=config.device), config)
 
 
 def open_models(config: TrainConfig) -> OpenModels:

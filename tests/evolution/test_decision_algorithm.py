@@ -56,13 +56,29 @@ def test_only_a_weights_decision_names_an_algorithm_but_a_fallback_to_weights_ge
     assert fall_back(record, to, "memory could not help").algorithm == "dpo"
 
 
-@given(st.integers(0, 400), st.integers(0, 1200))
-def test_the_choice_follows_its_thresholds(successes, corrections) -> None:
+def test_corrections_and_a_teacher_that_scores_the_students_tokens_train_distillation() -> None:
+    record = decide(weights_window(successes=240, corrections=45), distill_teacher=True)
+    assert record.algorithm == "distill"
+    assert record.algorithm_reason.startswith("45 answers were corrected or retried")
+    assert "a teacher scores the student's own tokens" in record.algorithm_reason
+    # A teacher that only answers (an OpenAI-compatible one) gives no logprobs: DPO.
+    assert decide(weights_window(240, 45), teacher=True).algorithm == "dpo"
+    # Without corrections the verifiable reward still trains: GRPO.
+    assert decide(weights_window(240, 5), distill_teacher=True).algorithm == "grpo"
+
+
+@given(st.integers(0, 400), st.integers(0, 1200), st.booleans())
+def test_the_choice_follows_its_thresholds(successes, corrections, distill_teacher) -> None:
     config = PolicyConfig()
-    record = decide(weights_window(successes, corrections), config, force=Action.WEIGHTS)
+    record = decide(
+        weights_window(successes, corrections),
+        config,
+        force=Action.WEIGHTS,
+        distill_teacher=distill_teacher,
+    )
     if successes / 400 < config.sft_below:
         assert record.algorithm == "sft"
     elif corrections >= config.dpo_min_corrections:
-        assert record.algorithm == "dpo"
+        assert record.algorithm == ("distill" if distill_teacher else "dpo")
     else:
         assert record.algorithm == "grpo"

@@ -8,6 +8,7 @@ import json
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -245,24 +246,23 @@ def record_corrections(world: World, version: str, count: int) -> None:
             add_rewards(session, [signal, reward(served, 1.0, right)])
 
 
-async def test_corrections_make_the_decision_train_dpo_on_their_pairs(
-    world: World, workers, tmp_path
-) -> None:
-    from mlflow import MlflowClient
-
+async def corrected_build(
+    world: World, tmp_path, training: dict, dpo_min_corrections: int = 5
+) -> tuple[Any, Any]:
+    """A forced weights evolution on six corrected sessions, with these training settings:
+    its record and its status once the candidate is built."""
     from evolution.decision import PolicyConfig
 
     version = local_stable(world, tmp_path)
     with world.engine.begin() as connection:
-        small = {**TRAINING, "steps": 4, "checkpoint_every": 2, "holdout": 0.0}
+        small = {**TRAINING, "steps": 4, "checkpoint_every": 2, "holdout": 0.0, **training}
         connection.execute(
             sa.text("UPDATE agent SET settings = :settings"),
             {"settings": json.dumps({"training": small})},
         )
     record_corrections(world, version, 6)
-    forced = options(policy=PolicyConfig(dpo_min_corrections=5)).model_copy(
-        update={"force": Action.WEIGHTS}
-    )
+    policy = PolicyConfig(dpo_min_corrections=dpo_min_corrections)
+    forced = options(policy=policy).model_copy(update={"force": Action.WEIGHTS})
     handle = await world.client.start_workflow(
         EvolutionWorkflow.run,
         EvolutionRequest(agent=AGENT, options=forced),
@@ -279,11 +279,64 @@ async def test_corrections_make_the_decision_train_dpo_on_their_pairs(
     finally:
         await handle.terminate("the test checks the build only")
     with transaction(world.engine) as session:
-        record = get_evolution(session, handle.id)
+        return get_evolution(session, handle.id), status
+
+
+def build_evidence(record: Any) -> dict:
+    (build,) = [stage for stage in record.stages if stage.get("stage") == "build"]
+    return build["evidence"]
+
+
+async def test_corrections_make_the_decision_train_dpo_on_their_pairs(
+    world: World, workers, tmp_path
+) -> None:
+    from mlflow import MlflowClient
+
+    record, status = await corrected_build(world, tmp_path, {})
     assert record.decision["algorithm"] == "dpo"
     assert record.decision["algorithm_reason"].startswith("6 answers were corrected")
-    (build,) = [stage for stage in record.stages if stage.get("stage") == "build"]
-    assert build["evidence"]["algorithm"] == "dpo" and build["evidence"]["data"] == {"pairs": 6}
-    assert build["evidence"]["objective"] == "dpo"
+    evidence = build_evidence(record)
+    assert evidence["algorithm"] == "dpo" and evidence["data"] == {"pairs": 6}
+    assert evidence["objective"] == "dpo"
     run = MlflowClient(workers.tracking_uri).get_run(status.mlflow_run_id)
     assert run.data.params["algorithm"] == "dpo" and run.data.metrics["data_pairs"] == 6
+
+
+async def test_corrections_and_a_local_teacher_train_on_policy_distillation(
+    world: World, workers, tmp_path
+) -> None:
+    from mlflow import MlflowClient
+
+    teacher = init_tiny(tmp_path / "teacher", TinyModelSpec(seed=1))  # the same tokenizer
+    record, status = await corrected_build(world, tmp_path, {"distill_from": str(teacher)})
+    assert record.decision["algorithm"] == "distill"
+    assert "a teacher scores the student's own tokens" in record.decision["algorithm_reason"]
+    evidence = build_evidence(record)
+    # The six corrected answers have no rewarded reference, and distillation trains on them.
+    assert evidence["algorithm"] == evidence["objective"] == "distill"
+    assert evidence["data"] == {"prompts": 12, "unreferenced": 6}
+    run = MlflowClient(workers.tracking_uri).get_run(status.mlflow_run_id)
+    assert run.data.params["algorithm"] == "distill"
+    assert run.data.metrics["data_unreferenced"] == 6
+
+
+async def test_a_judge_without_measured_agreement_is_refused_and_the_record_says_so(
+    world: World, workers, tmp_path
+) -> None:
+    from mlflow import MlflowClient
+
+    judge = {"base_url": world.upstream.base_url, "model": "scripted-model", "min_pairs": 1}
+    # Too few corrections for DPO: GRPO on the rewarded calls, where a judge may help.
+    record, status = await corrected_build(
+        world, tmp_path, {"judge": judge}, dpo_min_corrections=100
+    )
+    evidence = build_evidence(record)
+    assert evidence["algorithm"] == "grpo" and evidence["data"] == {"prompts": 6}
+    # No two recorded answers to one request differ in reward: nothing to measure it on.
+    assert evidence["judge"]["used"] is False and evidence["judge"]["pairs"] == 0
+    assert evidence["judge"]["reason"] == (
+        "refused on 6 prompts without a rewarded reference: only 0 recorded pairs with "
+        "different explicit rewards to measure it on (at least 1 needed)"
+    )
+    run = MlflowClient(workers.tracking_uri).get_run(status.mlflow_run_id)
+    assert run.data.params["judge_used"] == "false"

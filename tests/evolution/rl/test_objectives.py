@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 
 from evolution.rl.objectives import (  # noqa: E402
     ObjectiveConfig,
+    distillation_advantages,
     group_advantages,
     mixed_groups,
     policy_loss,
@@ -174,3 +175,28 @@ def test_per_token_advantages_weight_each_token_by_its_own() -> None:
     terms.loss.backward()
     assert torch.allclose(logprobs.grad, tensors([[-1 / 3, -2 / 3], [1 / 3, 0.0]]))
     assert float(terms.loss) == pytest.approx(-(1.0 + 2.0 - 1.0) / 3)
+
+
+def test_distillation_loss_against_a_hand_computed_case() -> None:
+    student = [[-1.0, -2.0], [-0.5]]  # the sampled tokens' logprobs under the student
+    teacher = [[-0.5, -3.0], [-0.5]]  # and under the teacher
+    advantages = [distillation_advantages(t, s) for t, s in zip(teacher, student, strict=True)]
+    assert advantages == [[0.5, -1.0], [0.0]]  # log teacher - log student, per token
+    logprobs = tensors([[-1.0, -2.0], [-0.5, 0.0]]).requires_grad_()
+    mask = tensors([[1, 1], [1, 0]])
+    fixed = logprobs.detach()
+    terms = policy_loss(
+        logprobs,
+        fixed,
+        fixed,
+        tensors([[0.5, -1.0], [0.0, 0.0]]),
+        mask,
+        ObjectiveConfig(kind="distill"),
+    )
+    terms.loss.backward()
+    # The loss is the reverse KL estimate over the 3 tokens: sum(log s - log t) / 3, and
+    # its gradient (log s - log t) / 3 per token: up where the teacher is likelier, down
+    # where it is less likely, nothing where they agree.
+    assert float(terms.loss) == pytest.approx((-0.5 + 1.0 + 0.0) / 3)
+    assert torch.allclose(logprobs.grad, tensors([[-0.5 / 3, 1.0 / 3], [0.0, 0.0]]))
+    assert terms.kl == 0.0  # no reference penalty: the teacher is the pull

@@ -188,3 +188,52 @@ def test_on_policy_distillation_moves_the_student_towards_the_teacher() -> None:
             assert [len(a) for a in group["advantages"]] == [len(c) for c in group["completions"]]
         update_policy(student, None, optimiser, groups, settings)
     assert reverse_kl() < 0.6 * before
+
+
+def test_the_trainer_distils_from_a_teacher_checkpoint_on_prompts_without_references(
+    tmp_path,
+) -> None:
+    from evolution.rl.data import distillation_groups
+    from evolution.rl.rewards import ToolCallReward
+    from evolution.rl.settings import TrainingSettings
+    from evolution.rl.trainer import train
+    from evoplane.demo.runner import MODEL_DIR
+
+    student = Policy.load(MODEL_DIR)
+    noise = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for weights in student.model.parameters():
+            weights.add_(torch.randn(weights.shape, generator=noise) * 0.3 * weights.std())
+    student.model.save_pretrained(tmp_path / "student")
+    student.tokenizer.save_pretrained(tmp_path / "student")
+    prompts = [  # no reference: GRPO could not train on them
+        RecordedPrompt(event_id=str(i), tenant="acme", messages=[{"role": "user", "content": t}])
+        for i, t in enumerate(["hello", "which tool?", "cancel it"])
+    ]
+    teacher = Policy.load(MODEL_DIR)
+
+    def reverse_kl(checkpoint: Path) -> float:
+        groups = distillation_groups(
+            Policy.load(checkpoint),
+            teacher,
+            prompts,
+            samples=8,
+            max_new_tokens=8,
+            generator=torch.Generator().manual_seed(123),
+        )
+        return -sum(r for g in groups for r in g["rewards"]) / sum(
+            len(g["rewards"]) for g in groups
+        )
+
+    settings = TrainingSettings(
+        steps=12, prompts_per_step=3, group_size=4, max_new_tokens=8, checkpoint_every=6
+    )
+    config = settings.train_config(algorithm="distill")
+    assert config.objective.kind == "distill" and not config.dynamic_sampling
+    result = train(
+        tmp_path / "student", tmp_path / "out", prompts, ToolCallReward(), config, teacher=MODEL_DIR
+    )
+    assert reverse_kl(result.checkpoint) < 0.6 * reverse_kl(tmp_path / "student")
+    assert all(m.groups_used == 3 for m in result.history)  # every group carries a signal
+    with pytest.raises(ValueError, match="needs a teacher checkpoint"):
+        train(tmp_path / "student", tmp_path / "again", prompts, ToolCallReward(), config)

@@ -48,3 +48,23 @@ def test_without_an_algorithm_the_agents_rl_objective_trains(recorded) -> None: 
     plan = training_plan(None, None, data, usable, [], objective="ppo")
     assert (plan.algorithm, plan.offline) == ("ppo", None)
     assert plan.prompts == usable and plan.examples == []
+
+
+def test_distillation_trains_every_prompt_with_the_agents_teacher(recorded) -> None:  # noqa: F811
+    data, usable = job_data(recorded)
+    unreferenced = [p for r in data for p in record_prompts(r) if p.reference is None]
+    plan = training_plan(
+        "distill", "corrections", data, usable, [], distill_from="/w/t", unreferenced=unreferenced
+    )
+    assert (plan.algorithm, plan.offline, plan.trains_as, plan.teacher) == (
+        "distill",
+        None,
+        "distill",
+        "/w/t",
+    )
+    assert plan.prompts == [*usable, *unreferenced]
+    assert plan.counts == {"prompts": len(usable) + len(unreferenced), "unreferenced": 1}
+    # Without a teacher to distil from, the job trains GRPO and says why.
+    fallen = training_plan("distill", "corrections", data, usable, [])
+    assert (fallen.algorithm, fallen.trains_as) == ("grpo", None)
+    assert fallen.reason.startswith("the decision chose distill, but the agent has no teacher")
