@@ -17,7 +17,7 @@ from atdp.tool_text import offered_tool_names
 from evolution.rl.config import TrainConfig
 from evolution.rl.objectives import group_advantages, mixed_groups
 from evolution.rl.policy import Completion, Policy
-from evolution.rl.rewards import RewardFunction
+from evolution.rl.rewards import GroupReward, RewardFunction
 from evolution.rl.samples import RecordedPrompt
 
 __all__ = ["draw_groups", "mixed", "recorded_groups", "sample_prompts"]
@@ -142,9 +142,10 @@ def _rewards(
 ) -> list[float]:
     """Each text's reward; a group reward (a relative judge's, `JudgedReward`) scores them
     together, told the recorded completion's explicit reward."""
-    if not hasattr(reward, "score_group"):
+    if not isinstance(reward, GroupReward):
         return [reward(prompt, text) for text in texts]
-    rated = [None] * (len(texts) - recorded) + ([prompt.reward] if recorded else [])
+    rated: list[float | None] = [None] * (len(texts) - recorded)
+    rated += [prompt.reward] if recorded else []
     return reward.score_group(prompt, texts, rated)
 
 

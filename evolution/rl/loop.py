@@ -27,7 +27,7 @@ from evolution.rl.checkpoints import (
 from evolution.rl.config import StepMetrics, TrainConfig, TrainResult
 from evolution.rl.groups import draw_groups
 from evolution.rl.policy import Policy
-from evolution.rl.rewards import RewardFunction
+from evolution.rl.rewards import GroupReward, RewardFunction
 from evolution.rl.samples import RecordedPrompt
 from evolution.rl.step import update_policy
 
@@ -74,7 +74,7 @@ def run_training(
     """
     import torch
 
-    any_prompt = draw is not None or hasattr(reward, "score_group")
+    any_prompt = draw is not None or isinstance(reward, GroupReward)
     usable = _training_prompts(prompts, any_prompt=any_prompt)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -15,18 +15,32 @@ away from calls that succeed in service.
 from __future__ import annotations
 
 import json
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from atdp.tool_text import parse_tool_calls
 from evolution.rl.samples import RecordedPrompt
 
-__all__ = ["RewardFunction", "ToolCallReward"]
+__all__ = ["GroupReward", "RewardFunction", "ToolCallReward"]
 
 
 class RewardFunction(Protocol):
     """Scores one sampled completion text of a recorded prompt, in [0, 1]."""
 
     def __call__(self, prompt: RecordedPrompt, text: str) -> float: ...
+
+
+@runtime_checkable
+class GroupReward(Protocol):
+    """Scores a group of completions of one prompt together (a relative judge's reward,
+    `evolution.rl.data.judge.JudgedReward`); `rated` holds the explicit rewards recorded
+    for some of them (None elsewhere). It may train prompts without a reference."""
+
+    def __call__(self, prompt: RecordedPrompt, text: str) -> float: ...
+
+    def score_group(
+        self, prompt: RecordedPrompt, texts: Sequence[str], rated: Sequence[float | None]
+    ) -> list[float]: ...
 
 
 class ToolCallReward:
