@@ -283,6 +283,8 @@ def _judged(
     import dataclasses
     import os
 
+    import httpx
+
     from evolution.rl.data import OpenAITeacher
     from evolution.rl.data.judge import RelativeJudge, judge_reward
     from evolution.rl.samples import RecordedPrompt
@@ -296,15 +298,21 @@ def _judged(
         )
         return model(asked, 1)[0]
 
-    reward, report = judge_reward(
-        RelativeJudge(complete),
-        records,
-        explicit,
-        len(unreferenced),
-        min_agreement=chosen.min_agreement,
-        min_pairs=chosen.min_pairs,
-        max_groups=chosen.max_groups,
-    )
+    try:
+        reward, report = judge_reward(
+            RelativeJudge(complete),
+            records,
+            explicit,
+            len(unreferenced),
+            min_agreement=chosen.min_agreement,
+            min_pairs=chosen.min_pairs,
+            max_groups=chosen.max_groups,
+        )
+    except (RuntimeError, httpx.HTTPError) as error:  # a judge down must not stop the job
+        reward, report = (
+            explicit,
+            {"used": False, "reason": f"refused, it could not be asked: {error}"},
+        )
     report = {"model": chosen.model, **report}
     if not report["used"]:
         return plan, explicit, report

@@ -236,3 +236,26 @@ def test_grpo_groups_of_an_unreferenced_prompt_take_the_judges_scores(tmp_path) 
     )
     assert seen == [3] and group["rewards"] == [0.0, 0.5, 1.0]
     assert group["advantages"][0] < 0 < group["advantages"][2]
+
+
+def test_a_judge_that_refuses_the_job_is_refused_and_the_job_trains_on(recorded) -> None:  # noqa: F811
+    from activities.training import _judged
+    from evolution.rl.plan import training_plan
+    from evolution.rl.samples import record_prompts
+    from evolution.rl.settings import JudgeSettings
+    from tests.support.upstream import ScriptedUpstream
+
+    data = regenerated(recorded)
+    prompts = [p for r in data for p in record_prompts(r)]
+    usable = [p for p in prompts if p.reference is not None]
+    plan = training_plan(None, None, data, usable, [])
+    explicit = ToolCallReward()
+    with ScriptedUpstream(api_key="right") as upstream:  # the job has no key for it: 401
+        chosen = JudgeSettings(base_url=upstream.base_url, model="scripted-model")
+        unreferenced = [p for p in prompts if p.reference is None]
+        kept, reward, report = _judged(plan, chosen, data, explicit, unreferenced)
+    assert kept is plan and reward is explicit and report["used"] is False
+    assert (
+        report["reason"].startswith("refused, it could not be asked: ")
+        and "401" in report["reason"]
+    )
