@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from evolution.rl.groups import sample_prompts
 from evolution.rl.policy import Policy
@@ -20,25 +21,14 @@ def evaluate(
     reward: RewardFunction,
     *,
     samples: int = 4,
-    max_new_tokens: int = 96,
-    temperature: float = 1.0,
-    seed: int = 0,
-    guide_tool_names: bool = True,
+    **sampling: Any,
 ) -> float:
     """Mean reward of `samples` completions per prompt: the held-out replay reward.
 
-    `guide_tool_names` samples as the local engine serves (see `TrainConfig`).
+    `sampling`: `prompt_rewards`'s (`max_new_tokens`, `temperature`, `seed`,
+    `guide_tool_names`, which samples as the local engine serves; see `TrainConfig`).
     """
-    scores = prompt_rewards(
-        policy,
-        prompts,
-        reward,
-        samples=samples,
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        seed=seed,
-        guide_tool_names=guide_tool_names,
-    )
+    scores = prompt_rewards(policy, prompts, reward, samples=samples, **sampling)
     return sum(sum(s) for s in scores) / (samples * len(scores))
 
 
