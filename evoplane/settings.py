@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import unquote
 
 from pydantic import Field, SecretStr
@@ -89,6 +89,11 @@ class Settings(BaseSettings):
     upstream_timeout: float = Field(default=120.0, gt=0)
     mcp_timeout: float = Field(
         default=30.0, gt=0, description="Seconds an upstream MCP server may take over a request."
+    )
+    event_codec: Literal["on", "off"] = Field(
+        default="on",
+        description="off: store event bodies whole, for a rolling upgrade while processes "
+        "older than the codec still read the registry (`registry.bodies`).",
     )
     upstream_api_key: SecretStr | None = Field(
         default=None, description="Bearer key for OpenAI-compatible upstreams that need one."
@@ -230,5 +235,10 @@ class Settings(BaseSettings):
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Settings from the environment and config file, with CLI flags given as overrides."""
-    return Settings(**{key: value for key, value in overrides.items() if value is not None})
+    """Settings from the environment and config file, with CLI flags given as overrides.
+
+    `event_codec` is handed on in the environment, where the registry's writers read it,
+    in this process and the ones it starts (the capture drain)."""
+    settings = Settings(**{key: value for key, value in overrides.items() if value is not None})
+    os.environ["EVOPLANE_EVENT_CODEC"] = settings.event_codec
+    return settings

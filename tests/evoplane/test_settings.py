@@ -146,3 +146,18 @@ def test_the_temporal_ui_link_can_name_the_address_people_open(monkeypatch) -> N
     monkeypatch.setenv("EVOPLANE_TEMPORAL_UI", "https://temporal.example.com/")
     assert load_settings().temporal_ui_url == "https://temporal.example.com/"
     assert load_settings().temporal_ui_link == "https://temporal.example.com"
+
+
+def test_the_event_codec_setting_is_checked_and_handed_to_the_registry_writers(
+    monkeypatch, tmp_path
+) -> None:
+    from registry.bodies import encoding
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EVOPLANE_EVENT_CODEC", "on")  # restored after the test, whatever
+    (tmp_path / "evoplane.toml").write_text('event_codec = "off"\n')
+    monkeypatch.delenv("EVOPLANE_EVENT_CODEC")
+    assert load_settings().event_codec == "off" and not encoding()
+    monkeypatch.setenv("EVOPLANE_EVENT_CODEC", "sometimes")
+    with pytest.raises(ValidationError, match="event_codec"):
+        load_settings()
