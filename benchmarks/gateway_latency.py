@@ -235,13 +235,12 @@ async def closed_loop(
 
         async def one_client(index: int) -> None:
             for i in range(-1, per_client):  # -1: the connection's warm-up
-                started = time.perf_counter()
                 sid = f"{run}-{index}-{i // session_length}" if i >= 0 else f"{run}-{index}-w"
                 request = body_for(index * 100_000 + i + 1, body)
+                payload = shape(request) if shape else request  # the client's own work, untimed
+                started = time.perf_counter()
                 async with session.post(
-                    url,
-                    json=shape(request) if shape else request,
-                    headers={**headers, "X-Session-Id": sid},
+                    url, json=payload, headers={**headers, "X-Session-Id": sid}
                 ) as r:
                     await r.read()
                     assert r.status == 200, await r.text()
@@ -395,6 +394,33 @@ def tree_cpu(pid: int) -> tuple[float, float]:
     return cpu_seconds(pid), helpers
 
 
+def balanced_orders(count: int) -> list[list[int]]:
+    """Orders of `count` targets, one per round, in which every target runs first equally
+    often and follows every other target equally often (a Williams design): a target's
+    capture still being committed, or a cache it warmed, then weighs on no one target more
+    than another. (Rotating one order does not do this: each target keeps its neighbour.)"""
+    first = [0]
+    for step in range(1, count):
+        first.append((step + 1) // 2 if step % 2 else count - step // 2)
+    orders = [[(index + shift) % count for index in first] for shift in range(count)]
+    if count % 2:  # an odd count needs each order reversed too
+        orders += [order[::-1] for order in orders]
+    return orders
+
+
+def settle(pid: int, quiet_s: float = 0.1, limit_s: float = 5.0) -> None:
+    """Wait until a server and its children (the capture drain) use no CPU for `quiet_s`,
+    or `limit_s` has passed: what one target submitted is committed before the next runs."""
+    deadline = time.monotonic() + limit_s
+    last = sum(tree_cpu(pid))
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        now = sum(tree_cpu(pid))
+        if now == last:
+            return
+        last = now
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -410,6 +436,32 @@ class Target:
     shape: Callable[[dict], dict] | None = None  # chat-completions body -> this protocol's
 
 
+@dataclass
+class Measured:
+    """One target's figures at one concurrency: latency (ms), CPU per request (ms) of its
+    server, of the server's children (a gateway's capture drain) and of PostgreSQL's
+    processes while it ran, and each round's own p50."""
+
+    p50: float
+    p99: float
+    cpu: float
+    drain_cpu: float
+    database_cpu: float
+    round_p50s: list[float]
+
+
+def database_cpu() -> float:
+    """CPU seconds PostgreSQL's processes (server and backends) have used so far."""
+    total = 0.0
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            if comm.read_text().strip() == "postgres":
+                total += cpu_seconds(int(comm.parent.name))
+        except (OSError, ValueError):
+            continue
+    return total
+
+
 def closed_loop_round(
     targets: dict[str, Target],
     clients: int,
@@ -417,21 +469,21 @@ def closed_loop_round(
     rounds: int,
     session_length: int,
     body: dict,
-) -> dict[str, tuple[float, float, float, float, list[float]]]:
-    """Per target: p50 and p99 latency (ms), CPU per request (ms) of its server process and
-    of that process's children (a gateway's capture drain), and each round's own p50; the
-    targets interleaved in an order that rotates from round to round."""
+) -> dict[str, Measured]:
+    """Each target's figures, the targets interleaved in balanced orders
+    (`balanced_orders`), each after the servers have settled."""
     runs: dict[str, list[float]] = {name: [] for name in targets}
     round_p50s: dict[str, list[float]] = {name: [] for name in targets}
-    cpu = {name: [0.0, 0.0] for name in targets}
-    order = list(targets.items())
+    cpu = {name: [0.0, 0.0, 0.0] for name in targets}
+    names = list(targets)
+    orders = balanced_orders(len(names))
     for round_ in range(rounds):
-        # Each round starts one target later, so none always follows the same other one
-        # (a target's capture is still being committed while the next one runs).
-        shift = round_ % len(order)
-        for name, target in order[shift:] + order[:shift]:
+        for index in orders[round_ % len(orders)]:
+            name, target = names[index], targets[names[index]]
             pid = target.process.pid if target.process else None
-            before = tree_cpu(pid) if pid else (0.0, 0.0)
+            for other in {t.process.pid for t in targets.values() if t.process}:
+                settle(other)  # the last target's capture is committed before this one runs
+            before = (*(tree_cpu(pid) if pid else (0.0, 0.0)), database_cpu())
             latencies = asyncio.run(
                 closed_loop(
                     target.url,
@@ -443,18 +495,17 @@ def closed_loop_round(
                     target.shape,
                 )
             )
-            after = tree_cpu(pid) if pid else (0.0, 0.0)
+            after = (*(tree_cpu(pid) if pid else (0.0, 0.0)), database_cpu())
             runs[name] += latencies
             round_p50s[name].append(pct(latencies, 0.5))
-            cpu[name][0] += after[0] - before[0]
-            cpu[name][1] += after[1] - before[1]
-    requests = rounds * clients * per_client
+            for kind in range(3):
+                cpu[name][kind] += after[kind] - before[kind]
+    per_request = 1000 / (rounds * clients * per_client)
     return {
-        name: (
+        name: Measured(
             pct(runs[name], 0.5),
             pct(runs[name], 0.99),
-            1000 * cpu[name][0] / requests,
-            1000 * cpu[name][1] / requests,
+            *(seconds * per_request for seconds in cpu[name]),
             round_p50s[name],
         )
         for name in targets
@@ -665,17 +716,24 @@ _LABELS = {
 }
 
 
-def _summary(row: dict[str, tuple[float, float, float, float, list[float]]]) -> str:
-    d50, d99 = row["direct"][:2]
+def _cpu(name: str, measured: Measured) -> str:
+    """A target's CPU per request (ms): its server's, and a gateway's drain and PostgreSQL's."""
+    if name == "bare":
+        return f"{measured.cpu:.2f}"
+    return f"{measured.cpu:.2f} + drain {measured.drain_cpu:.2f} + db {measured.database_cpu:.2f}"
+
+
+def _summary(row: dict[str, Measured]) -> str:
+    d50, d99 = row["direct"].p50, row["direct"].p99
     parts = [f"direct {d50:6.2f} / {d99:6.2f}"]
     for name, label in _LABELS.items():
         if name in row:
-            p50, p99, own, children, _ = row[name]
-            cpu = f"{own:.2f}" + (f" + drain {children:.2f}" if name != "bare" else "")
-            parts.append(f"{label} adds {p50 - d50:5.2f} / {p99 - d99:5.2f} (CPU {cpu} ms)")
+            m = row[name]
+            cpu = _cpu(name, m)
+            parts.append(f"{label} adds {m.p50 - d50:5.2f} / {m.p99 - d99:5.2f} (CPU {cpu} ms)")
     lines = ["  ".join(parts) + "  [ms, p50 / p99; CPU per request]"]
     for name in _against_chat(row):
-        median, low, high = paired_difference(row[name][4], row["gateway"][4])
+        median, low, high = paired_difference(row[name].round_p50s, row["gateway"].round_p50s)
         lines.append(
             f"    {_LABELS[name]} minus chat completions, p50 per round: "
             f"{median:+.2f} ms (90% interval {low:+.2f} to {high:+.2f})"
@@ -712,16 +770,15 @@ def _report(args, rows, sweeps, capture_rate: float, capture_lost: int) -> list[
         "| clients | direct p50 / p99 ms "
         + "".join(f"| {_LABELS[n]} adds p50 / p99 ms " for n in names)
         + "| CPU per request ms: "
-        + " / ".join(_LABELS[n] + ("" if n == "bare" else " (+ drain)") for n in names)
+        + " / ".join(_LABELS[n] + ("" if n == "bare" else " (+ drain + db)") for n in names)
         + " |"
     )
     table = [header, "|---|---|" + "---|" * len(names) + "---|"]
     for clients, row in rows:
-        d50, d99 = row["direct"][:2]
+        d50, d99 = row["direct"].p50, row["direct"].p99
         cells = [f"{clients}", f"{d50:.2f} / {d99:.2f}"]
-        cells += [f"{row[n][0] - d50:.2f} / {row[n][1] - d99:.2f}" for n in names]
-        cpu = [f"{row[n][2]:.2f}" + ("" if n == "bare" else f" (+ {row[n][3]:.2f})") for n in names]
-        cells.append(" / ".join(cpu))
+        cells += [f"{row[n].p50 - d50:.2f} / {row[n].p99 - d99:.2f}" for n in names]
+        cells.append(" / ".join(_cpu(n, row[n]) for n in names))
         table.append("| " + " | ".join(cells) + " |")
     paired = _paired_table(rows)
     return [
@@ -766,7 +823,7 @@ def _paired_table(rows) -> list[str]:
     for clients, row in rows:
         cells = []
         for name in names:
-            median, low, high = paired_difference(row[name][4], row["gateway"][4])
+            median, low, high = paired_difference(row[name].round_p50s, row["gateway"].round_p50s)
             cells.append(f"{median:+.2f} ({low:+.2f} to {high:+.2f})")
         table.append(f"| {clients} | " + " | ".join(cells) + " |")
     return table
