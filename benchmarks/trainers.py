@@ -48,7 +48,7 @@ import random
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -68,6 +68,7 @@ class Scale:
     group_size: int
     eval_samples: int  # per distinct held-out request
     judge_groups: int  # recorded answer groups each judge scores
+    learning_rate: float = LEARNING_RATE  # every algorithm's alike (`--lr`)
 
 
 FULL = Scale(sessions=160, steps=40, batch=6, group_size=8, eval_samples=32, judge_groups=40)
@@ -304,7 +305,7 @@ def train_ours(
         steps=scale.steps,
         prompts_per_step=scale.batch,
         group_size=scale.group_size,
-        learning_rate=LEARNING_RATE,
+        learning_rate=scale.learning_rate,
         max_new_tokens=MAX_TOKENS,
         checkpoint_every=scale.steps,
         seed=seed,
@@ -341,7 +342,7 @@ def train_trl(
         output_dir=str(out),
         max_steps=scale.steps,
         per_device_train_batch_size=scale.batch,
-        learning_rate=LEARNING_RATE,
+        learning_rate=scale.learning_rate,
         lr_scheduler_type="constant",
         weight_decay=0.01,  # torch's AdamW default, which ours uses
         max_grad_norm=1.0,
@@ -627,9 +628,12 @@ def main() -> None:
     )
     parser.add_argument("--scarce", type=int, default=0, help="intents the model mostly fails")
     parser.add_argument("--judges", action="store_true", help="measure the relative judges")
+    parser.add_argument(
+        "--lr", type=float, default=LEARNING_RATE, help="the learning rate of every algorithm"
+    )
     parser.add_argument("--write", action="store_true", help="append to benchmarks/RESULTS.md")
     args = parser.parse_args()
-    scale = QUICK if args.quick else FULL
+    scale = replace(QUICK if args.quick else FULL, learning_rate=args.lr)
     seeds = [int(s) for s in args.seeds.split(",")]
     result = run(scale, seeds, args.algorithms.split(","), args.scarce, args.judges)
     text = table(result)
