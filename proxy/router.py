@@ -155,9 +155,7 @@ class Router:
         elif key in self._placing:  # a request of the same session is settling it already
             known, placing = self._placing[key]
         elif minted:
-            known = await self._propose(tenant, agent, session_id)
-            self._record(known)
-            self._remember(key, known)
+            known = self._placed_here(key, await self._propose(tenant, agent, session_id))
         else:
             known = await self._propose(tenant, agent, session_id)
             placing = asyncio.create_task(self._place(key, known))
@@ -205,8 +203,7 @@ class Router:
         )
 
     async def _place(self, key: tuple[str, str, str], proposal: SessionRoute) -> SessionRoute:
-        """The session's placement: the registry's if it has one, else the proposal, which
-        is then recorded (in the background: the commit is the slowest step of all)."""
+        """The session's placement: the registry's if it has one, else the proposal."""
         try:
             try:
                 placed = await self._recorded_route(*key)
@@ -214,13 +211,19 @@ class Router:
                 if not is_unreachable(error):
                     raise
                 placed = None  # registry down: place it here; recorded once it is back
-            if placed is None:
-                placed = proposal  # the hash makes every gateway choose alike
-                self._record(proposal)
+            if placed is None:  # the hash makes every gateway choose alike
+                return self._placed_here(key, proposal)
             self._remember(key, placed)
             return placed
         finally:
             self._placing.pop(key, None)
+
+    def _placed_here(self, key: tuple[str, str, str], proposal: SessionRoute) -> SessionRoute:
+        """Place a session no one has placed on `proposal`: remembered now, recorded in the
+        background (the commit is the slowest step of all)."""
+        self._record(proposal)
+        self._remember(key, proposal)
+        return proposal
 
     async def drain(self) -> None:
         """Wait for registry reads in flight (shutdown, tests)."""

@@ -171,8 +171,8 @@ def _read_references(session: Session, known: dict[uuid.UUID, Any]) -> None:
     First the llm_calls before each referring row on its day (one query reads a whole
     chain), then by id whatever is still missing."""
     referring = [row for row in known.values() if _missing(row, known)]
-    for start in range(0, len(referring), _CHUNK):
-        _add(known, session.execute(_calls_before(referring[start : start + _CHUNK])))
+    for chunk in _chunks(referring):
+        _add(known, session.execute(_calls_before(chunk)))
     while missing := {reference(row.body) for row in known.values() if _missing(row, known)}:
         found = 0
         for chunk in _chunks(missing):
@@ -215,8 +215,9 @@ def _calls_before(rows: list[Any]) -> sa.Select:
     return select(*STORED).where(EventRow.kind == _LLM_CALL, sa.or_(*conditions))
 
 
-def _chunks(ids: set[uuid.UUID]) -> Iterable[list[uuid.UUID]]:
-    ordered = sorted(ids)
+def _chunks(items: Iterable[Any]) -> Iterable[list[Any]]:
+    """`items` in lists of at most `_CHUNK` (a set's ids in order)."""
+    ordered = sorted(items) if isinstance(items, set) else list(items)
     for start in range(0, len(ordered), _CHUNK):
         yield ordered[start : start + _CHUNK]
 
