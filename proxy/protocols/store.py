@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from atdp import utcnow
@@ -78,11 +78,8 @@ class ResponseStore:
         policy = await self.gateway.catalog.policy(tenant)
         days = policy.retention_days
         retention = timedelta(days=days) if days else DEFAULT_RETENTION
-        record = {
-            "id": context.id,
-            "created_at": context.created_at,
-            "expires_at": (utcnow() + retention).isoformat(),
-        }
+        expires = (datetime.fromtimestamp(context.created_at, UTC) + retention).isoformat()
+        record = {"id": context.id, "created_at": context.created_at, "expires_at": expires}
         if context.request.get("previous_response_id") is not None:
             record["previous_id"] = context.request["previous_response_id"]
         return {**record, "stream": True} if streamed else record
