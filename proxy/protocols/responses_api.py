@@ -6,7 +6,6 @@ OpenAI's shape, as for chat completions.
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from fastapi import Request
@@ -92,9 +91,7 @@ async def create_response(request: Request):
         admitted, chat, protocol=(PROTOCOL, body), stored_response=recorded
     )
     response = jsonio.dumps(responses.response_object(completion, context))
-    # Kept once the answer is on its way (the loop's next turn, before it reads anything
-    # more, so before the agent can ask to continue it): the answer does not wait for it.
-    asyncio.get_running_loop().call_soon(keep, served, response)
+    keep(served, response)
     return Response(response, media_type="application/json", headers=response_headers(served))
 
 
