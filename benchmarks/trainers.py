@@ -3,6 +3,7 @@ SFT and DPO, on the same recorded traffic of the demo's tiny model, over several
 seeds; and the relative judges that can run here, measured on that traffic.
 
     nice -n 10 .venv/bin/python -m benchmarks.trainers [--quick] [--seeds 0,1,2]
+        [--algorithms ours-grpo,ours-dpo,ours-rpo,trl-rpo,...] [--lr 5e-4]
         [--scarce 1] [--judges] [--write]
 
 Traffic: the demo's warm-started model (`evoplane/demo/model`) serves the new wave of terse,
@@ -22,6 +23,9 @@ holds:
 - DPO (ours and TRL's): `correction_pairs`, the rewarded retry or correction over the
   answer it fixed. A correction pair gives the *hard* prompt a target even when no retry of
   it was ever rewarded, which is where GRPO's references are scarcest;
+- RPO (`ours-rpo`, `trl-rpo`, not run by default): DPO on the same pairs with the chosen
+  answer's own negative log-likelihood added at weight 1, so its likelihood cannot fall
+  with the rejected one's (`ObjectiveConfig.chosen_nll`; TRL's `loss_type` sigmoid + sft);
 - distillation (ours): every recorded prompt, referenced or not, sampled by the student and
   scored token by token by a teacher: our SFT result of the same seed, trained first.
 
@@ -58,6 +62,9 @@ from benchmarks.support import ROOT
 AGENT, TENANT = "support-bot", "acme"
 MAX_TOKENS = 96
 LEARNING_RATE = 5e-4  # one for every algorithm: GRPO's on this model (tests/evolution/rl)
+
+
+RPO = {"loss_type": ["sigmoid", "sft"], "loss_weights": [1.0, 1.0]}  # TRL's DPO + chosen NLL
 
 
 @dataclass(frozen=True)
@@ -300,8 +307,12 @@ def train_ours(
     from evolution.rl.trainer import train
     from evoplane.demo.runner import MODEL_DIR
 
+    # RPO: DPO with the chosen completion's NLL added at weight 1 (TRL's ["sigmoid", "sft"]).
+    objective = ObjectiveConfig(kind=kind, eps_high=0.28, beta=0.1)
+    if kind == "rpo":
+        objective = ObjectiveConfig(kind="dpo", beta=0.1, chosen_nll=1.0)
     config = TrainConfig(
-        objective=ObjectiveConfig(kind=kind, eps_high=0.28, beta=0.1),
+        objective=objective,
         steps=scale.steps,
         prompts_per_step=scale.batch,
         group_size=scale.group_size,
@@ -376,7 +387,7 @@ def train_trl(
         ]
         trainer = DPOTrainer(
             model=model,
-            args=DPOConfig(**common, beta=0.1),
+            args=DPOConfig(**common, beta=0.1, **RPO if kind == "rpo" else {}),
             train_dataset=Dataset.from_list(rows),
             processing_class=tokenizer,
         )
@@ -507,7 +518,9 @@ def run(scale: Scale, seeds: list[int], algorithms: list[str], scarce: int, judg
     rows, teachers = [], {}
     for algorithm in algorithms:
         framework, kind = algorithm.split("-")
-        examples = {"grpo": usable, "sft": demos, "dpo": pairs, "distill": prompts}[kind]
+        examples = {"grpo": usable, "sft": demos, "dpo": pairs, "rpo": pairs, "distill": prompts}[
+            kind
+        ]
         trainer = train_ours if framework == "ours" else train_trl
         for seed in seeds:
             teacher = None

@@ -58,6 +58,10 @@ class ObjectiveConfig:
         normalise_std: divide group advantages by the group's reward std (GRPO); off gives
             Dr. GRPO's mean-only baseline.
         beta: DPO's / IPO's strength of the pull towards the reference weights.
+        chosen_nll: weight of the chosen completion's token-mean negative log-likelihood
+            added to DPO's / IPO's loss (RPO; TRL's `loss_type=["sigmoid", "sft"]`): it
+            keeps the chosen answer's own likelihood from falling with the rejected one's,
+            which pairs that share most of their tokens (two tool calls) otherwise allow.
     """
 
     kind: Literal["grpo", "ppo", "distill", "sft", "dpo", "ipo"] = "grpo"
@@ -67,6 +71,7 @@ class ObjectiveConfig:
     max_importance_weight: float = 5.0
     normalise_std: bool = True
     beta: float = 0.1
+    chosen_nll: float = 0.0
 
     @property
     def offline(self) -> bool:
@@ -198,9 +203,12 @@ def preference_loss(
     *,
     beta: float,
     kind: Literal["dpo", "ipo"] = "dpo",
+    chosen_nll: Any = None,
+    nll_weight: float = 0.0,
 ) -> PreferenceTerms:
     """DPO's or IPO's loss over a batch of pairs, each argument a [B] tensor of sequence
-    logprobs (the sum over a completion's tokens; the reference ones carry no gradient)."""
+    logprobs (the sum over a completion's tokens; the reference ones carry no gradient),
+    plus `nll_weight` times `chosen_nll` (the chosen completions' `sft_loss`) when given."""
     import torch
 
     h = (chosen - reference_chosen.detach()) - (rejected - reference_rejected.detach())
@@ -208,7 +216,10 @@ def preference_loss(
         losses = (h - 1.0 / (2.0 * beta)) ** 2
     else:
         losses = -torch.nn.functional.logsigmoid(beta * h)
+    loss = losses.mean()
+    if nll_weight and chosen_nll is not None:
+        loss = loss + nll_weight * chosen_nll
     with torch.no_grad():
         margin = float((beta * h).mean())
         accuracy = float((h > 0).float().mean())
-    return PreferenceTerms(loss=losses.mean(), margin=margin, accuracy=accuracy)
+    return PreferenceTerms(loss=loss, margin=margin, accuracy=accuracy)

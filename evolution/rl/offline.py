@@ -148,17 +148,20 @@ def _pair_loss(
 
     prompt = policy.prompt_ids(pair.prompt.messages, pair.prompt.tools or None)
     both = [_completion_ids(policy, pair.chosen), _completion_ids(policy, pair.rejected)]
-    logprobs, _ = policy.token_logprobs(prompt, both, grad=True)
+    logprobs, mask = policy.token_logprobs(prompt, both, grad=True)
     assert reference is not None  # the backends open one for dpo and ipo
     with torch.no_grad():
         ref, _ = reference.token_logprobs(prompt, both)
     sums, ref_sums = logprobs.sum(dim=1), ref.sum(dim=1)
+    objective = config.objective
     terms = preference_loss(
         sums[:1],
         sums[1:],
         ref_sums[:1],
         ref_sums[1:],
-        beta=config.objective.beta,
-        kind="ipo" if config.objective.kind == "ipo" else "dpo",
+        beta=objective.beta,
+        kind="ipo" if objective.kind == "ipo" else "dpo",
+        chosen_nll=sft_loss(logprobs[:1], mask[:1]) if objective.chosen_nll else None,
+        nll_weight=objective.chosen_nll,
     )
     return terms.loss, terms.accuracy, len(both[0]) + len(both[1])

@@ -138,6 +138,33 @@ def test_dpo_loss_against_a_hand_computed_pair() -> None:
     assert float(rejected.grad) == pytest.approx(pull)
 
 
+def test_rpo_adds_the_chosen_completions_likelihood_to_dpo() -> None:
+    from evolution.rl.objectives import preference_loss, sft_loss
+
+    # The pair of the DPO case above, its chosen completion two tokens (-1, -2, sum -3):
+    # loss = -log sigmoid(0.15) + 0.5 * (1 + 2) / 2.
+    tokens = tensors([[-1.0, -2.0]]).requires_grad_()
+    chosen = tokens.sum(dim=1)
+    nll = sft_loss(tokens, tensors([[1, 1]]))
+    terms = preference_loss(
+        chosen,
+        tensors([-5.0]),
+        tensors([-4.0]),
+        tensors([-4.5]),
+        beta=0.1,
+        chosen_nll=nll,
+        nll_weight=0.5,
+    )
+    assert float(terms.loss) == pytest.approx(-math.log(1 / (1 + math.exp(-0.15))) + 0.75)
+    assert terms.margin == pytest.approx(0.15)  # what a person watches is DPO's alone
+    terms.loss.backward()
+    # each token: DPO's pull on the sum, plus the NLL's -0.5 / 2.
+    pull = 0.1 / (1 + math.exp(0.15))
+    assert torch.allclose(tokens.grad, tensors([[-pull - 0.25, -pull - 0.25]]))
+    plain = preference_loss(chosen, tensors([-5.0]), tensors([-4.0]), tensors([-4.5]), beta=0.1)
+    assert float(plain.loss) == pytest.approx(-math.log(1 / (1 + math.exp(-0.15))))
+
+
 def test_ipo_loss_against_a_hand_computed_pair() -> None:
     from evolution.rl.objectives import preference_loss
 

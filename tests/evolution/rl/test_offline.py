@@ -71,6 +71,23 @@ def test_preference_training_moves_chosen_ahead_of_rejected(base, tmp_path, kind
     assert result.history[-1].loss < result.history[0].loss
 
 
+def test_rpo_raises_the_chosen_answers_own_likelihood_more_than_dpo(base, tmp_path) -> None:
+    """DPO asks only that the chosen answer lead the rejected one (on pairs that share most
+    of their tokens, both may fall); the chosen answer's NLL term (RPO) also pulls it up."""
+    pairs = [
+        PreferencePair(PROMPT, chosen="cancel_order", rejected="cancel_orders", source="retry")
+    ]
+    dpo = train_offline(base, tmp_path / "dpo", pairs, config("dpo"))
+    rpo_config = config("dpo", objective=ObjectiveConfig(kind="dpo", beta=0.5, chosen_nll=1.0))
+    rpo = train_offline(base, tmp_path / "rpo", pairs, rpo_config)
+    before = sequence_logprob(base, "cancel_order")
+    gained = {
+        name: sequence_logprob(result.checkpoint, "cancel_order") - before
+        for name, result in (("dpo", dpo), ("rpo", rpo))
+    }
+    assert gained["rpo"] > gained["dpo"] + 0.5 and gained["rpo"] > 0
+
+
 def test_an_offline_job_resumes_exactly_after_an_interruption(base, tmp_path) -> None:
     from safetensors.torch import load_file
 
