@@ -63,6 +63,10 @@ class TrainingSettings(BaseModel):
         `prompts_per_step` of its groups have mixed rewards (the only ones that teach).
     backend: torch (CPU or one GPU) or megatron (GPU workers with megatron-core).
     beta: DPO's pull towards the parent's weights, when the decision chose DPO.
+    chosen_nll: the weight of the fix's own negative log-likelihood added to DPO's loss
+        (RPO): it keeps the chosen answer's likelihood from falling with the rejected
+        one's. Plain DPO (0) collapsed on two of five seeds of the benchmark's corrections,
+        RPO on none (benchmarks/RESULTS.md, "Trainers side by side").
     teacher: a model to replay failed steps with for SFT targets (None: none).
     judge: a model that ranks sampled groups of prompts without a rewarded reference, used
         by GRPO/PPO only when its agreement with explicit rewards passes (None: none).
@@ -92,6 +96,7 @@ class TrainingSettings(BaseModel):
     backend: Literal["torch", "megatron"] = "torch"
     threads: int | None = Field(default=None, ge=1)
     beta: float = Field(default=0.1, gt=0)
+    chosen_nll: float = Field(default=1.0, ge=0)
     teacher: TeacherSettings | None = None
     judge: JudgeSettings | None = None
     distill_from: str | None = Field(default=None, min_length=1)
@@ -109,6 +114,7 @@ class TrainingSettings(BaseModel):
                 eps_high=self.eps_high,
                 kl_coef=self.kl_coef if kind != "ppo" else max(self.kl_coef, 0.01),
                 beta=self.beta,
+                chosen_nll=self.chosen_nll,
             ),
             steps=self.steps,
             prompts_per_step=self.prompts_per_step,

@@ -16,6 +16,7 @@ from evolution.rl.objectives import ObjectiveConfig  # noqa: E402
 from evolution.rl.offline import train_offline  # noqa: E402
 from evolution.rl.policy import Policy  # noqa: E402
 from evolution.rl.samples import RecordedPrompt  # noqa: E402
+from evolution.rl.settings import TrainingSettings  # noqa: E402
 from evolution.rl.sft import Demonstration  # noqa: E402
 from evoplane.demo.tiny import TinyModelSpec, init_tiny  # noqa: E402
 
@@ -86,6 +87,8 @@ def test_rpo_raises_the_chosen_answers_own_likelihood_more_than_dpo(base, tmp_pa
         for name, result in (("dpo", dpo), ("rpo", rpo))
     }
     assert gained["rpo"] > gained["dpo"] + 0.5 and gained["rpo"] > 0
+    job = TrainingSettings().train_config(algorithm="dpo").objective  # what a DPO job runs
+    assert job.kind == "dpo" and job.chosen_nll == 1.0
 
 
 def test_an_offline_job_resumes_exactly_after_an_interruption(base, tmp_path) -> None:
@@ -212,7 +215,6 @@ def test_the_trainer_distils_from_a_teacher_checkpoint_on_prompts_without_refere
 ) -> None:
     from evolution.rl.data import distillation_groups
     from evolution.rl.rewards import ToolCallReward
-    from evolution.rl.settings import TrainingSettings
     from evolution.rl.trainer import train
     from evoplane.demo.runner import MODEL_DIR
 
