@@ -259,16 +259,6 @@ class ResponseContext:
     created_at: int = field(default_factory=lambda: int(time.time()))
     _items: int = field(default=0, repr=False)
 
-    @classmethod
-    def resumed(cls, id: str, created_at: int, named: int) -> ResponseContext:
-        """The context of a response read back, its ids going on after the `named` first."""
-        return cls(id, {}, created_at, named)
-
-    @property
-    def named(self) -> int:
-        """How many item ids this response has named so far."""
-        return self._items
-
     def item_id(self, prefix: str) -> str:
         """A new id for one of this response's items ("msg", "fc"), its input's included:
         the response's own random part and a count, unique without drawing randomness

@@ -75,7 +75,8 @@ async def create_response(request: Request):
     def keep(served: Served, response: bytes) -> None:
         """Keep the response (its JSON, as sent) for a continuation that follows at once."""
         if recorded is not None:
-            store.keep(identity.tenant, served.session, recorded, response, context)
+            listed = responses.listed_input(body.get("input"), context)
+            store.keep(identity.tenant, served.session, recorded, response, listed)
 
     if streaming:
         translator = responses.ResponsesStream(context)

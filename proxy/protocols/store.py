@@ -31,12 +31,7 @@ from proxy import jsonio
 from proxy.errors import GatewayError
 from proxy.gateway import Gateway
 from proxy.protocols.recorded import stored_document, stored_response_of
-from proxy.protocols.responses import (
-    ResponseContext,
-    assistant_message,
-    chat_messages,
-    listed_input,
-)
+from proxy.protocols.responses import ResponseContext, assistant_message, chat_messages
 from registry import NotFoundError, delete_stored_response, get_stored_response
 
 __all__ = ["ResponseStore", "StoredTurn"]
@@ -45,32 +40,25 @@ DEFAULT_RETENTION = timedelta(days=30)
 MAX_CHAIN = 10_000  # responses a continuation may reach back through
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class StoredTurn:
-    """One stored response and where it sits: `document` is {"response": the Responses
-    object, "input": the request's input items, each with its id}.
+    """One stored response: {"response": the Responses object, "input": the request's
+    input items, each with its id} as `document`, and where it sits.
 
-    Held as the response's JSON as it was sent and the request's input as it came (its
-    text, or its items as JSON), the document built only when read: keeping a response
-    is then nearly free on the request's path, and thousands of recent responses are a
-    few objects each, never walked by a garbage collection (held as dicts they measurably
-    delayed the gateway's answers).
+    The document is kept as JSON text: thousands of recent responses held as dicts would
+    be hundreds of thousands of objects for every full garbage collection to walk, which
+    measurably delayed the gateway's answers; text is one object each, never walked.
     """
 
     tenant: str
     session: str
     previous_id: str | None
     expires_at: datetime | None
-    response: bytes
-    input: str | bytes | None
-    named: int  # the item ids the response named before its input's (`ResponseContext`)
+    text: bytes
 
     @property
     def document(self) -> dict[str, Any]:
-        response = jsonio.loads(self.response)
-        given = jsonio.loads(self.input) if isinstance(self.input, bytes) else self.input
-        context = ResponseContext.resumed(response["id"], response["created_at"], self.named)
-        return {"response": response, "input": listed_input(given, context)}
+        return jsonio.loads(self.text)
 
 
 class ResponseStore:
@@ -102,21 +90,15 @@ class ResponseStore:
         session: str,
         recorded: dict[str, Any],
         response: bytes,
-        context: ResponseContext,
+        listed_input: list[dict[str, Any]],
     ) -> None:
         """Keep a response just served in memory, for a continuation that follows at once:
         `response` is the Responses object's JSON as it was sent (not serialised again),
-        `context` the request's and the ids the response named."""
-        given = context.request.get("input")
-        turn = StoredTurn(
-            tenant,
-            session,
-            recorded.get("previous_id"),
-            datetime.fromisoformat(recorded["expires_at"]),
-            response,
-            given if isinstance(given, str) or given is None else jsonio.dumps(given),
-            context.named,
-        )
+        `listed_input` the request's input items as the API lists them."""
+        expires_at = datetime.fromisoformat(recorded["expires_at"])
+        previous_id = recorded.get("previous_id")
+        text = b'{"response":%b,"input":%b}' % (response, jsonio.dumps(listed_input))
+        turn = StoredTurn(tenant, session, previous_id, expires_at, text)
         self._recent[recorded["id"]] = turn
         while len(self._recent) > self.capacity:
             self._recent.popitem(last=False)
@@ -137,10 +119,9 @@ class ResponseStore:
         if found.sealed is not None and key:
             event = jsonio.loads(_unseal(found.sealed, key, response_id))
         previous_id = stored_response_of(event).get("previous_id")
-        document = stored_document(event)  # its input items already named
+        document = jsonio.dumps(stored_document(event))
         session = event["metadata"]["session"]
-        response, given = jsonio.dumps(document["response"]), jsonio.dumps(document["input"])
-        return StoredTurn(tenant, session, previous_id, found.expires_at, response, given, 0)
+        return StoredTurn(tenant, session, previous_id, found.expires_at, document)
 
     async def conversation(
         self, tenant: str, response_id: str, *, param: str
