@@ -14,7 +14,7 @@ from evolution.corrections.judge import (
     judge_with,
     parse_reading,
 )
-from evolution.corrections.meaning import group_by_meaning, label
+from evolution.corrections.meaning import group_by_meaning, join_nearest, label
 from evolution.corrections.window import (
     CorrectionGroup,
     CorrectionRecords,
@@ -38,6 +38,7 @@ __all__ = [
     "correction_groups",
     "correction_records",
     "group_by_meaning",
+    "join_nearest",
     "judge_with",
     "label",
     "parse_reading",

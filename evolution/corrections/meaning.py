@@ -22,7 +22,7 @@ import numpy as np
 from evolution.corrections.classify import specifics
 from evolution.corrections.words import STOPWORDS, WORD, content_words, folded, stem
 
-__all__ = ["JOIN_SIMILARITY", "SAME_VALUES", "group_by_meaning", "label", "terms"]
+__all__ = ["JOIN_SIMILARITY", "SAME_VALUES", "group_by_meaning", "join_nearest", "label", "terms"]
 
 T = TypeVar("T")
 
@@ -70,6 +70,72 @@ def group_by_meaning(items: Sequence[T], text: Callable[[T], str]) -> list[list[
         groups[first] = sorted(groups[first] + groups.pop(second))
     groups.sort(key=lambda members: (-len(members), members[0]))
     return [[items[index] for index in members] for members in groups]
+
+
+def join_nearest(
+    groups: list[list[T]], items: Sequence[T], text: Callable[[T], str]
+) -> tuple[list[list[T]], list[T]]:
+    """Add each of `items` to the group it is most like, as the agglomeration would have
+    joined it: its average similarity to the group's members (values alike counting as
+    `SAME_VALUES`) reaches `JOIN_SIMILARITY`. Linear in the number of items, where grouping
+    them all would be quadratic. Returns the groups, largest first (ties: as given), each
+    with the items that joined it before its own members, and the items that joined none.
+    """
+    if not groups or not items:
+        return groups, list(items)
+    members = [member for group in groups for member in group]
+    member_bags = [terms(text(member)) for member in members]
+    item_bags = [terms(text(item)) for item in items]
+    documents = Counter(term for bag in [*member_bags, *item_bags] for term in bag)
+    count = len(member_bags) + len(item_bags)
+    vocabulary = {term: i for i, term in enumerate(sorted({t for bag in member_bags for t in bag}))}
+    vectors = [_unit(bag, documents, count) for bag in member_bags]
+    # Each group's members summed (a column per group): an item's dot product with a
+    # column, over the group's size, is its average cosine similarity to the members.
+    sums = np.zeros((max(1, len(vocabulary)), len(groups)))
+    owner, start = [], 0
+    for index, group in enumerate(groups):
+        for vector in vectors[start : start + len(group)]:
+            for term, weight in vector.items():
+                sums[vocabulary[term], index] += weight
+        owner += [index] * len(group)
+        start += len(group)
+    sizes = np.array([len(group) for group in groups], dtype=float)
+    by_values: dict[frozenset[str], list[int]] = {}
+    for index, member in enumerate(members):
+        if values := frozenset(specifics(text(member))):
+            by_values.setdefault(values, []).append(index)
+    joined: list[list[T]] = [[] for _ in groups]
+    alone: list[T] = []
+    for item, bag in zip(items, item_bags, strict=True):
+        vector = _unit(bag, documents, count)
+        total = np.zeros(len(groups))
+        for term, weight in vector.items():
+            if term in vocabulary:
+                total += weight * sums[vocabulary[term]]
+        for index in by_values.get(frozenset(specifics(text(item))), []):
+            similar = sum(w * vectors[index].get(term, 0.0) for term, w in vector.items())
+            total[owner[index]] += max(0.0, SAME_VALUES - similar)
+        average = total / sizes
+        best = int(np.argmax(average))
+        if average[best] >= JOIN_SIMILARITY:
+            joined[best].append(item)
+        else:
+            alone.append(item)
+    merged = [[*extra, *group] for extra, group in zip(joined, groups, strict=True)]
+    return sorted(merged, key=len, reverse=True), alone
+
+
+def _unit(bag: Counter[str], documents: Counter[str], count: int) -> dict[str, float]:
+    """A bag's TF-IDF weights (as `_similarities` weighs them), scaled to length 1."""
+    weights = {
+        term: (_FRAME_WEIGHT if term in _FRAME_STEMS else 1.0)
+        * n
+        * math.log(1 + count / documents[term])
+        for term, n in bag.items()
+    }
+    norm = math.sqrt(sum(w * w for w in weights.values())) or 1.0
+    return {term: w / norm for term, w in weights.items()}
 
 
 def _similarities(bags: list[Counter[str]]) -> np.ndarray:

@@ -25,7 +25,7 @@ from datetime import datetime
 from atdp import Reward, RewardSource
 from evolution.corrections.classify import CorrectionKind, category_kind, classify, specifics
 from evolution.corrections.judge import CorrectionJudge
-from evolution.corrections.meaning import group_by_meaning, label, terms
+from evolution.corrections.meaning import group_by_meaning, join_nearest, label, terms
 from evolution.window import WindowSpec, trajectory_window
 from registry import (
     Session,
@@ -53,8 +53,10 @@ _IMPLICIT_CORRECTION = "user_accepted"
 _EXPLICIT_CORRECTION = "correction"
 _TASK_SUCCESS = "task_success"
 _FAILED_STATUSES = frozenset({"failure", "error", "abandoned"})
-# The most recent corrections of one kind that are grouped; older ones are left out of the
-# grouping (its cost grows with the square of the count).
+# The most recent corrections of one kind that are grouped with one another (the cost grows
+# with the square of the count); each older one then joins the group it is most like
+# (`join_nearest`), and those like none are grouped among themselves (again the most recent
+# MAX_GROUPED of them).
 MAX_GROUPED = 600
 
 
@@ -177,9 +179,12 @@ def correction_groups(corrections: Sequence[UserCorrection]) -> list[CorrectionG
     """Corrections by kind, then by meaning; largest first, keys unique within a kind."""
     groups: list[CorrectionGroup] = []
     for kind in CorrectionKind:
-        of_kind = [c for c in corrections if c.kind is kind][-MAX_GROUPED:]
+        of_kind = [c for c in corrections if c.kind is kind]
+        recent, older = of_kind[-MAX_GROUPED:], of_kind[:-MAX_GROUPED]
+        grouped, alone = join_nearest(group_by_meaning(recent, _meaning), older, _meaning)
+        grouped += group_by_meaning(alone[-MAX_GROUPED:], _meaning)  # what no recent one says
         seen: dict[str, int] = defaultdict(int)
-        for members in group_by_meaning(of_kind, _meaning):
+        for members in grouped:
             key = label([_meaning(c) for c in members])
             seen[key] += 1
             key = key if seen[key] == 1 else f"{key} #{seen[key]}"

@@ -4,6 +4,7 @@ their wording or language, and read from the signals users really send."""
 from __future__ import annotations
 
 import string
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -13,10 +14,12 @@ from hypothesis import strategies as st
 from atdp import utcnow
 from evolution.corrections import (
     CorrectionKind,
+    UserCorrection,
     category_kind,
     classify,
     correction_groups,
     group_by_meaning,
+    join_nearest,
     specifics,
     window_corrections,
 )
@@ -183,6 +186,50 @@ def test_paraphrases_and_translations_of_one_fact_form_one_group() -> None:
     ]
     groups = group_by_meaning(said, lambda text: text)
     assert sorted(len(g) for g in groups) == [2, 5]
+
+
+@settings(max_examples=30)
+@given(
+    topics=st.lists(_WORD, min_size=2, max_size=2, unique=True).filter(
+        lambda t: t[0][:4] != t[1][:4]
+    ),
+    picks=st.lists(st.tuples(st.integers(0, 1), st.sampled_from(_REQUESTS)), min_size=4),
+    split=st.integers(0, 100),
+)
+def test_older_corrections_join_the_groups_all_of_them_would_form(topics, picks, split) -> None:
+    """What `correction_groups` does past MAX_GROUPED: the recent ones grouped, each older
+    one joining the group it is most like. On two clearly apart topics, that makes the
+    groups grouping all of them would."""
+    texts = [(index, template.format(topic=topics[index])) for index, template in picks]
+    recent = texts[split % len(texts) :]
+    older = texts[: split % len(texts)]
+    groups, alone = join_nearest(group_by_meaning(recent, lambda i: i[1]), older, lambda i: i[1])
+    assert sum(map(len, groups)) + len(alone) == len(texts)  # each item once
+    assert all(item in older for item in alone)
+    assert all(len({index for index, _ in g}) == 1 for g in groups)  # never across topics
+    recent_topics = {index for index, _ in recent}
+    assert all(index not in recent_topics for index, _ in alone)  # a topic's group takes it
+
+
+def test_a_window_counts_its_older_corrections_in_their_groups(monkeypatch) -> None:
+    """A window with more corrections of a kind than are grouped at once counts them all."""
+    from evolution.corrections import window as corrections_window
+
+    said = [
+        "Our office is at 12 Rue de Rivoli, Paris.",
+        *(f"The lab needs {h} hours of fasting before a blood test." for h in (8, 8, 8)),
+        "Our VPN portal is remote-eu.example.net now.",
+        *(f"No, fast {h} hours before the blood test." for h in (8, 8)),
+    ]
+    base = utcnow()
+    members = [
+        UserCorrection(text, FACT, "acme", "s-1", uuid.uuid4(), "e", base + at * MINUTE)
+        for at, text in enumerate(said)
+    ]
+    monkeypatch.setattr(corrections_window, "MAX_GROUPED", 3)
+    groups = correction_groups(members)
+    # the oldest, like no recent one, still forms its own group
+    assert sorted(len(g.members) for g in groups) == [1, 1, 5]
 
 
 # --- reading corrections from a recorded window ---------------------------------------------

@@ -14,7 +14,11 @@ from registry import create_db_engine, transaction, upgrade
 from tests.conftest import postgres_schema_url
 
 TRAJECTORIES = 2_000
-CAP = 500
+# Three quarters of the window: on this seeded day the two leading clusters (an invalid
+# tool argument in 20% of trajectories, a missing fact in 17%) score 0.160 and 0.134 on the
+# whole; over 20 draws, a half-window sample's margin went as low as -0.005 (one swap), a
+# three-quarter one's no lower than +0.011.
+CAP = 1_500
 
 
 def test_a_sampled_window_decides_as_the_whole_window_does(postgres_schema: str) -> None:
