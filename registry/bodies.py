@@ -175,7 +175,7 @@ def _read_references(session: Session, known: dict[uuid.UUID, Any]) -> None:
         _add(known, session.execute(_calls_before(chunk)))
     while missing := {reference(row.body) for row in known.values() if _missing(row, known)}:
         found = 0
-        for chunk in _chunks(missing):
+        for chunk in _chunks(sorted(missing)):
             found += _add(known, session.execute(select(*STORED).where(EventRow.id.in_(chunk))))
         if not found:
             raise LookupError(f"llm_calls {sorted(map(str, missing))} referred to are missing")
@@ -215,11 +215,10 @@ def _calls_before(rows: list[Any]) -> sa.Select:
     return select(*STORED).where(EventRow.kind == _LLM_CALL, sa.or_(*conditions))
 
 
-def _chunks(items: Iterable[Any]) -> Iterable[list[Any]]:
-    """`items` in lists of at most `_CHUNK` (a set's ids in order)."""
-    ordered = sorted(items) if isinstance(items, set) else list(items)
-    for start in range(0, len(ordered), _CHUNK):
-        yield ordered[start : start + _CHUNK]
+def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
+    """`items` in slices of at most `_CHUNK`."""
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
 
 
 def offered_tools_of(
@@ -245,7 +244,7 @@ def _held_tools(session: Session, holders: set[uuid.UUID]) -> dict[uuid.UUID, li
     resolved: dict[uuid.UUID, list[dict]] = {}
     follow: dict[uuid.UUID, uuid.UUID] = {}
     while wanted := holders - resolved.keys() - follow.keys():
-        for chunk in _chunks(wanted):
+        for chunk in _chunks(sorted(wanted)):
             statement = select(EventRow.id, EventRow.body).where(EventRow.id.in_(chunk))
             for event_id, body in session.execute(statement):
                 further = tools_at(body)

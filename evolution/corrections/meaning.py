@@ -84,8 +84,8 @@ def join_nearest(
     if not groups or not items:
         return groups, list(items)
     members = [member for group in groups for member in group]
-    member_bags = [terms(text(member)) for member in members]
-    item_bags = [terms(text(item)) for item in items]
+    member_texts, item_texts = [text(member) for member in members], [text(i) for i in items]
+    member_bags, item_bags = [terms(t) for t in member_texts], [terms(t) for t in item_texts]
     documents = Counter(term for bag in [*member_bags, *item_bags] for term in bag)
     count = len(member_bags) + len(item_bags)
     vocabulary = {term: i for i, term in enumerate(sorted({t for bag in member_bags for t in bag}))}
@@ -102,18 +102,18 @@ def join_nearest(
         start += len(group)
     sizes = np.array([len(group) for group in groups], dtype=float)
     by_values: dict[frozenset[str], list[int]] = {}
-    for index, member in enumerate(members):
-        if values := frozenset(specifics(text(member))):
+    for index, member_text in enumerate(member_texts):
+        if values := specifics(member_text):
             by_values.setdefault(values, []).append(index)
     joined: list[list[T]] = [[] for _ in groups]
     alone: list[T] = []
-    for item, bag in zip(items, item_bags, strict=True):
+    for item, item_text, bag in zip(items, item_texts, item_bags, strict=True):
         vector = _unit(bag, documents, count)
         total = np.zeros(len(groups))
         for term, weight in vector.items():
             if term in vocabulary:
                 total += weight * sums[vocabulary[term]]
-        for index in by_values.get(frozenset(specifics(text(item))), []):
+        for index in by_values.get(specifics(item_text), []):
             similar = sum(w * vectors[index].get(term, 0.0) for term, w in vector.items())
             total[owner[index]] += max(0.0, SAME_VALUES - similar)
         average = total / sizes
@@ -127,7 +127,8 @@ def join_nearest(
 
 
 def _unit(bag: Counter[str], documents: Counter[str], count: int) -> dict[str, float]:
-    """A bag's TF-IDF weights (as `_similarities` weighs them), scaled to length 1."""
+    """A bag's TF-IDF weights over `count` bags (a frame word's a quarter), scaled to
+    length 1."""
     weights = {
         term: (_FRAME_WEIGHT if term in _FRAME_STEMS else 1.0)
         * n
@@ -144,12 +145,8 @@ def _similarities(bags: list[Counter[str]]) -> np.ndarray:
     documents = Counter(term for bag in bags for term in bag)
     matrix = np.zeros((len(bags), max(1, len(vocabulary))))
     for row, bag in enumerate(bags):
-        for term, count in bag.items():
-            weight = _FRAME_WEIGHT if term in _FRAME_STEMS else 1.0
-            idf = math.log(1 + len(bags) / documents[term])
-            matrix[row, vocabulary[term]] = weight * count * idf
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    matrix /= np.where(norms == 0, 1.0, norms)
+        for term, weight in _unit(bag, documents, len(bags)).items():
+            matrix[row, vocabulary[term]] = weight
     return matrix @ matrix.T
 
 
