@@ -8,11 +8,14 @@ import re
 __all__ = ["is_layout", "layouts"]
 
 _PART = r"(?:YYYY|yyyy|YY|yy|MM|mm|DD|dd|HH|hh|SS|ss|M|D|d)"
-_LAYOUT = re.compile(rf"(?<![\w]){_PART}(?:[-/.:T ]?{_PART})+(?![\w])")
+# A whole token: not a piece of a value that goes on past a separator ("Mss-0001").
+_LAYOUT = re.compile(rf"(?<![\w])(?<!\w[-/.:#_]){_PART}(?:[-/.:T ]?{_PART})+(?![\w])(?![-/.:#_]\w)")
 _LAYOUT_PARTS = re.compile(r"YYYY|yyyy|YY|yy|MM|mm|DD|dd|HH|hh|SS|ss|M|D|d|.")
 # The moment a layout's sample shows: 31 January 2026, 13:45:30.
 _SAMPLE = {"y4": "2026", "y2": "26", "month": "01", "day": "31", "hour": "13", "minute": "45"}
 _SAMPLE |= {"second": "30", "month1": "1", "day1": "31"}
+# The field each kind of part spells, whatever its width.
+_FIELD = {"y4": "year", "y2": "year", "month1": "month", "day1": "day"}
 
 
 def layouts(text: str) -> list[tuple[str, str | None, str]]:
@@ -30,7 +33,8 @@ def is_layout(token: str) -> bool:
 
 
 def _layout_parts(layout: str) -> list[tuple[str, str]] | None:
-    """(kind, text) parts; None unless it has two date or time parts, one of two letters."""
+    """(kind, text) parts; None unless it has two date or time parts, one of two letters,
+    and names each field once ("MMM" is a word, not a month beside a month)."""
     parts: list[tuple[str, str]] = []
     for text in _LAYOUT_PARTS.findall(layout):
         if len(text) == 1 and text not in "MDd":
@@ -38,7 +42,7 @@ def _layout_parts(layout: str) -> list[tuple[str, str]] | None:
             continue
         after_hour = any(kind == "hour" for kind, _ in parts)
         parts.append((_layout_kind(text, after_hour), text))
-    fields_ = [kind for kind, _ in parts if kind != "sep"]
+    fields_ = [_FIELD.get(kind, kind) for kind, _ in parts if kind != "sep"]
     if len(fields_) < 2 or len(set(fields_)) < len(fields_):
         return None
     if not any(len(text) >= 2 for kind, text in parts if kind != "sep"):

@@ -15,11 +15,13 @@ __all__ = ["compiles", "quoted_items", "read_clause", "read_names", "scalar"]
 
 
 def read_clause(text: str) -> Statement:
-    """What one sentence says of the value."""
-    spelled = layouts(text)
+    """What one sentence says of the value. A layout is read only outside the regexes the
+    sentence spells out: in `^MMDD-\\d{3}$` the letters are the pattern's literal text."""
+    patterns = _patterns(text)
+    spelled = layouts(_outside(text, [span for span, _ in patterns]))
     examples = [e for e in _examples(text) if not is_layout(e)]
     return Statement(
-        patterns=tuple(dict.fromkeys([*_patterns(text), *(p for p, _, _ in spelled)])),
+        patterns=tuple(dict.fromkeys([*(p for _, p in patterns), *(p for p, _, _ in spelled)])),
         enums=tuple(dict.fromkeys(_enums(text))),
         formats=tuple(dict.fromkeys([*_formats(text), *(f for _, f, _ in spelled if f)])),
         types=tuple(dict.fromkeys(_types(text))),
@@ -63,11 +65,18 @@ _ANCHORED = re.compile(rf"(?<!\S)({_QUOTED}|\^\S*\$)")
 _REGEX_SIGNS = re.compile(r"[\^$\\\[\]{}()+*?|]")
 
 
-def _patterns(text: str) -> list[str]:
-    found = [m.group(1) for m in _PATTERN_CUE.finditer(text)]
-    found += [m.group(1) for m in _ANCHORED.finditer(text)]
-    patterns = (_as_pattern(token) for token in found)
-    return list(dict.fromkeys(p for p in patterns if p))
+def _patterns(text: str) -> list[tuple[tuple[int, int], str]]:
+    """((start, end) of the token in the text, the regex it holds) for each pattern stated."""
+    found = [*_PATTERN_CUE.finditer(text), *_ANCHORED.finditer(text)]
+    held = ((m.span(1), _as_pattern(m.group(1))) for m in found)
+    return [(span, pattern) for span, pattern in held if pattern]
+
+
+def _outside(text: str, spans: list[tuple[int, int]]) -> str:
+    """The text with each span blanked out, so nothing inside it is read again."""
+    for start, end in spans:
+        text = text[:start] + " " * (end - start) + text[end:]
+    return text
 
 
 def _as_pattern(token: str) -> str | None:

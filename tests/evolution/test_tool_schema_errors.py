@@ -19,7 +19,7 @@ from typing import Literal
 
 import jsonschema
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pydantic import Field, ValidationError, create_model
 
@@ -160,6 +160,10 @@ ID_PHRASINGS = [
 
 
 @settings(max_examples=60)
+# Prefixes whose letters also spell a date layout ("MMM", "YYMM") inside the stated regex.
+@example("aaa_aaa", IdFormat("MMM", "-", 3), [0, 1], [0], 0)
+@example("aaa_aaa", IdFormat("YYMM", "-", 3), [0, 1], [0], 8)
+@example("aaa_aaa", IdFormat("Mss", "-", 3), [0, 1], [0], 1)  # and in the refused value
 @given(
     parameter=parameters,
     fmt=id_formats,
@@ -178,6 +182,18 @@ def test_an_id_format_is_learned_from_refusals_in_any_phrasing(
 
     assert all(accepts(prop, fmt.value(n)) for n in fresh), prop
     assert not [value for value in bad if accepts(prop, value)], prop
+
+
+def test_a_layout_is_read_outside_a_stated_regex_only() -> None:
+    names = Names(frozenset({"ref"}), frozenset())
+    inside = read_refusal(r"ref must match ^YYMM\-\d{3}$", None, names)
+    beside = read_refusal(r"ref must match ^\d{4}$, i.e. YYMM", None, names)
+    assert inside.patterns == (r"^YYMM\-\d{3}$",)
+    assert beside.patterns == (r"^\d{4}$", r"^\d{2}\d{2}$")
+    # A field named twice is a word, not a layout; so is a piece of a longer value.
+    assert read_refusal("ref: expected format MMM-DD", None, names).patterns == ()
+    assert read_refusal("invalid ref 'Mss-0001'", None, names).patterns == ()
+    assert read_refusal("ref: use DD.MM.YYYY.", None, names).samples == ("31.01.2026",)
 
 
 # -- dates in several layouts -----------------------------------------------------------
