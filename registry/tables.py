@@ -179,6 +179,15 @@ class EventRow(SQLModel, table=True):
         # key there must hold it (migration 0006); the gateway keeps seq gapless.
         sa.Index("ix_event_trajectory_id_seq", "trajectory_id", "seq"),
         sa.Index("ix_event_tenant_created", "tenant", "created_at"),
+        # The few events that are not user traffic: window reads exclude their
+        # trajectories without scanning the window's events (migration 0010).
+        sa.Index(
+            "ix_event_trajectory_non_user",
+            "trajectory_id",
+            "created_at",
+            postgresql_where=sa.text("traffic <> 'user'"),
+            sqlite_where=sa.text("traffic <> 'user'"),
+        ),
         sa.Index(
             "ix_event_tenant_response_id",
             "tenant",

@@ -41,6 +41,7 @@ __all__ = [
     "follow_up_turns",
     "in_sample",
     "llm_usage",
+    "no_jit",
     "offered_tool_lists",
     "offered_tools",
     "replies",
@@ -96,6 +97,17 @@ class TrajectoryWindow(BaseModel):
     skip: int = Field(default=0, ge=0)
     traffic: Traffic = Traffic.USER
     sample: int | None = Field(default=None, ge=0, le=SAMPLE_SPACE)
+
+
+def no_jit(session: Session) -> None:
+    """Turn PostgreSQL's JIT compilation off for the rest of the session's transaction.
+
+    A day's window is a few partitions of a large table, so the planner costs each read
+    above `jit_above_cost`, yet each finishes in well under a second: compiling it took
+    about 0.15 s more (benchmarks/RESULTS.md, window analysis). Nothing to do on SQLite.
+    """
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(sa.text("SET LOCAL jit = off"))
 
 
 class _IdTail(sa.sql.functions.FunctionElement):

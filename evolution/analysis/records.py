@@ -26,6 +26,7 @@ from registry import (
     follow_up_turns,
     get_agent,
     llm_usage,
+    no_jit,
     offered_tools,
     rewarded_events,
     tool_call_records,
@@ -85,6 +86,7 @@ def read_window(
         registry.NotFoundError: the agent does not exist (a typo is not an empty window).
     """
     get_agent(session, spec.agent)
+    no_jit(session)
     until = spec.until or now or utcnow()
     window = trajectory_window(spec, until=until)
     holdback = holdback_at(session, spec.agent, until)

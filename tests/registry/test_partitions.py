@@ -215,6 +215,38 @@ def test_window_reads_skip_the_days_before_the_window(pg) -> None:
     ), event_days
 
 
+def test_window_reads_find_the_non_user_events_by_their_index(pg) -> None:
+    """Leaving out trajectories with shadow or evaluation events must not scan the
+    window's events: on a day of 20,000 user events the planner reads the partial index."""
+    seed_world(pg)
+    now = utcnow()
+    t = trajectory("acme", at=_days_ago(0))
+    _record(pg, [t], [event(t, 0, created_at=now)])
+    with pg.begin() as connection:
+        connection.execute(
+            sa.text(
+                "INSERT INTO event (id, trajectory_id, tenant, seq, kind, parent_id, traffic,"
+                " training, replay_class, created_at, body)"
+                " SELECT gen_random_uuid(), trajectory_id, tenant, seq + n, kind, parent_id,"
+                " CASE WHEN n % 1000 = 0 THEN 'shadow' ELSE traffic END, training,"
+                " replay_class, created_at, body FROM event, generate_series(1, 20000) n"
+            )
+        )
+        connection.execute(sa.text("ANALYZE event"))
+    window = TrajectoryWindow(agent="support-bot", since=now - timedelta(hours=2))
+    statement = _window_events(window, EventKind.LLM_CALL, sa.literal_column("event.id"))
+    compiled = statement.compile(pg, compile_kwargs={"literal_binds": True})
+    with pg.connect() as connection:
+        plan = connection.execute(sa.text(f"EXPLAIN (FORMAT JSON) {compiled}")).scalar_one()
+    nodes = list(_nodes(plan if isinstance(plan, list) else json.loads(plan)))
+    today = [n for n in nodes if n.get("Relation Name") == partition_name("event", now.date())]
+    non_user = [n for n in today if "<> 'user'" in n.get("Filter", "") + n.get("Index Cond", "")]
+    # The partition's copy of the index is named by PostgreSQL after its columns.
+    by_index = {n.get("Index Name") for n in today if n["Node Type"].startswith("Index")}
+    assert any(name and "trajectory_id_created_at" in name for name in by_index), today
+    assert not [n for n in non_user if n["Node Type"] == "Seq Scan"], non_user
+
+
 def _nodes(plan):
     """Every node of an EXPLAIN (FORMAT JSON) plan."""
     stack = [entry["Plan"] for entry in plan]
