@@ -13,6 +13,7 @@ reader (gateways, workers, the CLI) has the new code, then lifts it.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import uuid
@@ -25,10 +26,18 @@ import sqlalchemy as sa
 from sqlmodel import Session, select
 
 from atdp import Event
-from registry.codec import Columns, Earlier, decode, encode, reference, tools_at
+from registry.codec import Columns, Earlier, decode, encode, reference
 from registry.tables import EventRow
 
-__all__ = ["STORED", "TOOLS_AT", "documents", "events", "offered_tools_of", "stored_bodies"]
+__all__ = [
+    "STORED",
+    "TOOLS",
+    "TOOLS_AT",
+    "documents",
+    "events",
+    "offered_tools_of",
+    "stored_bodies",
+]
 
 # What a reader selects to rebuild a body: the body and the columns it leaves out.
 STORED = (
@@ -222,36 +231,57 @@ def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
 
 
 def offered_tools_of(
-    session: Session, found: Iterable[tuple[list[dict] | None, str | None]]
+    session: Session, found: Iterable[tuple[uuid.UUID | None, str | None, str | None]]
 ) -> list[list[dict[str, Any]]]:
-    """The tools each of these llm_calls offered, from (its stored `observation.tools`, its
-    stored `TOOLS_AT`) each: a call that left its tools out (the same as its previous
-    call's) gets those of the call whose body holds them."""
+    """The tools each of these llm_calls offered, from its (id, `TOOLS` text, `TOOLS_AT`).
+
+    A call that left its tools out (the same as its previous call's) gets those of the
+    call its body names: one of `found` when it is there, else read from the table. The
+    same text is parsed once, so calls offering the same tools share one list: read it,
+    do not change it.
+    """
     found = list(found)
-    holders = {uuid.UUID(at) for tools, at in found if tools is None and at}
-    resolved = _held_tools(session, holders)
+    parsed: dict[str, list[dict[str, Any]]] = {}
+    held = {
+        event_id: _parsed(text, parsed)
+        for event_id, text, _ in found
+        if event_id is not None and text is not None
+    }
+    follow = {uuid.UUID(at) for _, text, at in found if text is None and at}
+    held |= _held_tools(session, follow - held.keys(), parsed)
     return [
-        tools if tools is not None else resolved[uuid.UUID(at)] if at else [] for tools, at in found
+        _parsed(text, parsed) if text is not None else held[uuid.UUID(at)] if at else []
+        for _, text, at in found
     ]
 
 
-# Where a stored llm_call body names the call that holds the tools it left out.
+# What a reader selects to learn the tools an llm_call offered: its stored
+# `observation.tools` as JSON text (parsed in Python, once per distinct list), and where a
+# body that left them out names the call whose body holds them.
+TOOLS = EventRow.body[("observation", "tools")].as_string()
 TOOLS_AT = EventRow.body[("ref", "tools")].as_string()
 
 
-def _held_tools(session: Session, holders: set[uuid.UUID]) -> dict[uuid.UUID, list[dict]]:
+def _parsed(text: str, parsed: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    if text not in parsed:
+        parsed[text] = json.loads(text) or []
+    return parsed[text]
+
+
+def _held_tools(
+    session: Session, holders: set[uuid.UUID], parsed: dict[str, list[dict[str, Any]]]
+) -> dict[uuid.UUID, list[dict]]:
     """The tools the bodies of these llm_calls hold, following those that refer on."""
     resolved: dict[uuid.UUID, list[dict]] = {}
     follow: dict[uuid.UUID, uuid.UUID] = {}
     while wanted := holders - resolved.keys() - follow.keys():
         for chunk in _chunks(sorted(wanted)):
-            statement = select(EventRow.id, EventRow.body).where(EventRow.id.in_(chunk))
-            for event_id, body in session.execute(statement):
-                further = tools_at(body)
+            statement = select(EventRow.id, TOOLS, TOOLS_AT).where(EventRow.id.in_(chunk))
+            for event_id, text, further in session.execute(statement):
                 if further is None:
-                    resolved[event_id] = (body.get("observation") or {}).get("tools") or []
+                    resolved[event_id] = _parsed(text, parsed) if text is not None else []
                 else:
-                    follow[event_id] = further
+                    follow[event_id] = uuid.UUID(further)
         if missing := wanted - resolved.keys() - follow.keys():
             raise LookupError(f"llm_calls {sorted(map(str, missing))} referred to are missing")
         holders = holders | set(follow.values())

@@ -35,7 +35,7 @@ from atdp import (
 )
 from atdp.governance import Governance, ReplayInfo
 
-__all__ = ["CODEC", "Columns", "Earlier", "decode", "encode", "may_refer", "reference", "tools_at"]
+__all__ = ["CODEC", "Columns", "Earlier", "decode", "encode", "may_refer", "reference"]
 
 CODEC = 1
 _MARK = "codec"
@@ -248,13 +248,6 @@ def reference(stored: dict[str, Any]) -> uuid.UUID | None:
     """The earlier llm_call a stored body refers to, if it refers to one."""
     found = stored.get(_REF) if stored.get(_MARK) == CODEC else None
     return uuid.UUID(found["event"]) if found else None
-
-
-def tools_at(stored: dict[str, Any] | None) -> uuid.UUID | None:
-    """The event whose body holds the tools a stored llm_call body leaves out (the same as
-    its previous call's), if it leaves them out."""
-    found = (stored or {}).get(_REF) if (stored or {}).get(_MARK) == CODEC else None
-    return uuid.UUID(found["tools"]) if found and "tools" in found else None
 
 
 def encode(document: dict[str, Any], earlier: Earlier | None = None) -> dict[str, Any]:

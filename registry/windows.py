@@ -23,7 +23,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlmodel import Session, select
 
 from atdp import Event, EventKind, Reward, Traffic
-from registry.bodies import STORED, TOOLS_AT, offered_tools_of
+from registry.bodies import STORED, TOOLS, TOOLS_AT, offered_tools_of
 from registry.bodies import events as stored_events
 from registry.db import id_chunks
 from registry.rewards import _reward
@@ -281,23 +281,25 @@ def llm_usage(session: Session, window: TrajectoryWindow) -> dict[uuid.UUID, Llm
 
 def offered_tools(session: Session, window: TrajectoryWindow) -> dict[uuid.UUID, set[str]]:
     """Per trajectory: the names of every tool its llm calls offered the model."""
-    tools = EventRow.body[("observation", "tools")]
+    # A call's id only where its body holds the tools, so the calls that refer to them
+    # fold into one row per trajectory and holder.
+    holder = sa.case((TOOLS.is_not(None), EventRow.id))
     statement = _window_events(
-        window, EventKind.LLM_CALL, EventRow.trajectory_id, tools, TOOLS_AT
+        window, EventKind.LLM_CALL, EventRow.trajectory_id, holder, TOOLS, TOOLS_AT
     ).distinct()
     found = session.execute(statement).all()
     offered: dict[uuid.UUID, set[str]] = {}
-    lists = offered_tools_of(session, ((specs, at) for _, specs, at in found))
-    for (trajectory_id, _, _), specs in zip(found, lists, strict=True):
+    lists = offered_tools_of(session, ((held, text, at) for _, held, text, at in found))
+    for (trajectory_id, *_), specs in zip(found, lists, strict=True):
         names = offered.setdefault(trajectory_id, set())
         names.update(spec["name"] for spec in specs if spec.get("name"))
     return offered
 
 
 def offered_tool_lists(session: Session, window: TrajectoryWindow) -> list[list[dict]]:
-    """The tools each llm call of the window offered the model, one list per call."""
-    tools = EventRow.body[("observation", "tools")]
-    statement = _window_events(window, EventKind.LLM_CALL, tools, TOOLS_AT)
+    """The tools each llm call of the window offered the model, one list per call (calls
+    that offered the same tools share one list: read it, do not change it)."""
+    statement = _window_events(window, EventKind.LLM_CALL, EventRow.id, TOOLS, TOOLS_AT)
     return offered_tools_of(session, session.execute(statement).all())
 
 

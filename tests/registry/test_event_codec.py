@@ -43,7 +43,7 @@ from registry import (
     window_events,
     write_batch,
 )
-from registry.bodies import RECENT
+from registry.bodies import RECENT, offered_tools_of
 from registry.codec import Columns, Earlier, decode, encode, may_refer, reference
 from registry.export import _record
 from registry.tables import EventRow
@@ -238,6 +238,10 @@ def test_every_reader_gets_the_documents_a_session_was_written_with(world) -> No
         tools = [_json(c)["observation"]["tools"] for c in calls]
         assert sorted(offered_tool_lists(session, window), key=len) == tools
         assert offered_tools(session, window) == {traj.id: {"lookup", "refund"}}
+        # Calls whose tools are held by a call not among those read: read from the table,
+        # following a body that refers on.
+        for holder in calls[:2]:
+            assert offered_tools_of(session, [(None, None, str(holder.id))]) == [tools[0]]
         for call in calls[1::2]:
             found = get_stored_response(
                 session, "acme", call.metadata.extra["stored_response"]["id"]
