@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from datetime import datetime
 
+from evolution.analysis.collector import collection_paused
 from evolution.analysis.failures import failure_clusters
 from evolution.analysis.procedures import procedure_failures
 from evolution.analysis.rates import as_mean, as_rate, effective_rewards, task_success
@@ -38,7 +40,15 @@ def analyse_window(
 
 
 def measure_window(records: WindowRecords, *, judge: CorrectionJudge | None = None) -> WindowStats:
-    """The window's statistics from its records; `judge` as in `analyse_window`."""
+    """The window's statistics from its records; `judge` as in `analyse_window`.
+
+    Read offline, the collector is paused as for the read (`collection_paused`); a model
+    judge may take minutes, and its client's cycles are left to the collector."""
+    with collection_paused() if judge is None else nullcontext():
+        return _measured(records, judge)
+
+
+def _measured(records: WindowRecords, judge: CorrectionJudge | None) -> WindowStats:
     trajectories, usage, tool_calls = records.trajectories, records.usage, records.tool_calls
     setups = {t.id: tool_setup(records.offered.get(t.id, ())) for t in trajectories}
     rewards = by_trajectory(records.rewards)

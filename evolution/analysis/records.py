@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from atdp import EventKind, Reward, RewardSource, utcnow
+from evolution.analysis.collector import collection_paused
 from evolution.analysis.drift import task_drift
 from evolution.analysis.tool_errors import tool_failed
 from evolution.analysis.trajectories import by_trajectory
@@ -85,6 +86,13 @@ def read_window(
     Raises:
         registry.NotFoundError: the agent does not exist (a typo is not an empty window).
     """
+    with collection_paused():
+        return _read_window(session, spec, now=now, cap=cap)
+
+
+def _read_window(
+    session: Session, spec: WindowSpec, *, now: datetime | None, cap: int | None
+) -> WindowRecords:
     get_agent(session, spec.agent)
     no_jit(session)
     until = spec.until or now or utcnow()
