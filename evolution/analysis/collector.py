@@ -2,7 +2,8 @@
 
 A day's window is hundreds of thousands of new objects (rows, dicts, records), none of
 them in a cycle, and each full collection Python starts while they pile up walks them all
-again: about a third of reading a 1M-event window went to it, 1.2 s of 3.7 (benchmarks/RESULTS.md).
+again: about a third of reading a 1M-event window went to it, 1.2 s of 3.7
+(benchmarks/RESULTS.md).
 Reference counting still frees everything the read drops; only cycles wait, and the
 collector resumes as soon as the last paused read in the process finishes.
 """
