@@ -2,13 +2,18 @@
 
 A gateway caches aliases, keys, grants and tenant policies for `catalog_ttl` seconds, so
 that its hot path does not read the registry on every request. On PostgreSQL every write
-that changes one of them also announces it on the `evoplane_catalog` channel (`pg_notify`
-in the writing transaction, so it is delivered on commit and never for a rolled-back
-write), and a gateway that listens (`ChangeListener`) drops the cached entry at once: a
+that changes one of them also announces it on its registry's channel (`pg_notify` in the
+writing transaction, so it is delivered on commit and never for a rolled-back write), and a
+gateway that listens (`ChangeListener`) drops the cached entry at once: a
 promotion, a rollback, a revoked key or a changed policy takes effect within a round trip
 instead of a TTL. The TTL remains the bound
 wherever an announcement can be missed: while a gateway reconnects (it then drops its whole
 cache), and on SQLite, which has no notifications.
+
+Notifications are database-wide, and one database may hold several registries, one per
+schema (a staging beside production, or each test's): the channel is named after the
+schema the registry lives in (`CHANNEL` for `public`, as before), so a registry's gateways
+hear only its own announcements.
 """
 
 from __future__ import annotations
@@ -19,17 +24,25 @@ from collections.abc import Callable
 from enum import StrEnum
 
 import psycopg
+import psycopg.sql
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
 from registry.db import libpq_conninfo
 
-__all__ = ["CHANNEL", "Change", "ChangeListener", "announce"]
+__all__ = ["CHANNEL", "Change", "ChangeListener", "announce", "listen"]
 
 log = logging.getLogger(__name__)
 
 CHANNEL = "evoplane_catalog"
+# The channel of the registry in the connection's schema (`current_schema()`, the first of
+# its search path that exists): `CHANNEL` for public, else a name of fixed length (a channel
+# name has at most 63 bytes, a schema's too). Computed in SQL, by announcer and listener alike.
+_CHANNEL_OF_SCHEMA = (
+    f"CASE current_schema() WHEN 'public' THEN '{CHANNEL}' "
+    f"ELSE '{CHANNEL}_' || left(md5(current_schema()), 16) END"
+)
 
 
 class Change(StrEnum):
@@ -46,9 +59,20 @@ def announce(session: Session, change: Change, name: str) -> None:
     if session.get_bind().dialect.name != "postgresql":
         return
     session.execute(
-        sa.text("SELECT pg_notify(:channel, :payload)"),
-        {"channel": CHANNEL, "payload": f"{change.value}:{name}"},
+        sa.text(f"SELECT pg_notify({_CHANNEL_OF_SCHEMA}, :payload)"),
+        {"payload": f"{change.value}:{name}"},
     )
+
+
+def listen(connection: psycopg.Connection) -> str:
+    """Listen on the channel of the registry this connection reaches; its name."""
+    name = connection.execute(f"SELECT {_CHANNEL_OF_SCHEMA}").fetchone()[0]
+    connection.execute(_listen(name))
+    return name
+
+
+def _listen(name: str) -> psycopg.sql.Composed:
+    return psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(name))
 
 
 def parse(payload: str) -> tuple[Change, str] | None:
@@ -113,7 +137,8 @@ class ChangeListener:
                 continue
             try:
                 async with connection:
-                    await connection.execute(f"LISTEN {CHANNEL}")
+                    found = await connection.execute(f"SELECT {_CHANNEL_OF_SCHEMA}")
+                    await connection.execute(_listen((await found.fetchone())[0]))
                     failures = 0
                     self._on_reset()
                     self.listening.set()

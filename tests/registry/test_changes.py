@@ -23,9 +23,9 @@ from registry import (
     transaction,
     upgrade,
 )
-from registry.changes import CHANNEL, parse
+from registry.changes import CHANNEL, listen, parse
 from registry.db import libpq_conninfo
-from tests.conftest import postgres_schema_url
+from tests.conftest import _own_schema, postgres_schema_url
 from tests.support.tcp_proxy import TcpProxy
 
 SPEC = VersionSpec(model=ModelRef(engine="openai", model="m"), harness=Harness())
@@ -44,24 +44,49 @@ def registry(postgres_schema):
     engine.dispose()
 
 
-def _heard(listening: psycopg.Connection) -> list[str]:
-    return [n.payload for n in listening.notifies(timeout=0.5) if n.channel == CHANNEL]
+def _heard(listening: psycopg.Connection, channel: str) -> list[str]:
+    return [n.payload for n in listening.notifies(timeout=0.5) if n.channel == channel]
 
 
 def test_changes_are_announced_when_their_transaction_commits(registry) -> None:
     with psycopg.connect(libpq_conninfo(registry), autocommit=True) as listening:
-        listening.execute(f"LISTEN {CHANNEL}")
+        channel = listen(listening)
         with transaction(registry) as session:
             set_alias(session, "bot", Alias.CANARY, "bot@v2", weight=0.5, actor="t")
             grant_agent(session, "acme", "bot")
             key = create_api_key(session, "acme")
             revoke_api_key(session, key.id)
-            assert _heard(listening) == []  # not before the commit
-        assert _heard(listening) == ["aliases:bot", "grants:acme", f"keys:{key.id}"]
+            assert _heard(listening, channel) == []  # not before the commit
+        assert _heard(listening, channel) == ["aliases:bot", "grants:acme", f"keys:{key.id}"]
         with pytest.raises(RuntimeError), transaction(registry) as session:
             set_alias(session, "bot", Alias.STABLE, "bot@v2", actor="t")
             raise RuntimeError("rolled back")
-        assert _heard(listening) == []  # a rolled-back move is never announced
+        assert _heard(listening, channel) == []  # a rolled-back move is never announced
+
+
+def test_each_registry_in_one_database_hears_only_its_own_changes(registry, postgres_admin) -> None:
+    """Two registries, each in a schema of one database: notifications are database-wide,
+    so each registry announces on its schema's channel; `public` keeps `CHANNEL`."""
+    schemas = _own_schema(postgres_admin)
+    other = create_db_engine(postgres_schema_url(next(schemas)))
+    upgrade(other)
+    try:
+        with (
+            psycopg.connect(libpq_conninfo(registry), autocommit=True) as ours,
+            psycopg.connect(libpq_conninfo(other), autocommit=True) as theirs,
+            psycopg.connect(libpq_conninfo(postgres_admin), autocommit=True) as public,
+        ):
+            our_channel, their_channel = listen(ours), listen(theirs)
+            assert listen(public) == CHANNEL  # the default schema's, as before
+            assert len({our_channel, their_channel, CHANNEL}) == 3
+            with transaction(registry) as session:
+                grant_agent(session, "acme", "bot")
+            assert _heard(ours, our_channel) == ["grants:acme"]
+            assert [n.payload for n in theirs.notifies(timeout=0.5)] == []
+            assert [n.payload for n in public.notifies(timeout=0.1)] == []
+    finally:
+        other.dispose()
+        next(schemas, None)  # drops the other schema
 
 
 def test_announcements_parse_back_and_unknown_ones_say_so() -> None:

@@ -21,7 +21,7 @@ from registry import (
     update_tenant_policy,
     upgrade,
 )
-from registry.changes import CHANNEL, Change
+from registry.changes import Change, listen
 from registry.db import libpq_conninfo
 from tests.conftest import postgres_schema_url
 
@@ -104,10 +104,10 @@ async def test_a_change_is_announced_and_drops_the_gateways_cached_policy(
     try:
         assert (await catalog.policy("acme")).retention_days is None
         with psycopg.connect(libpq_conninfo(engine), autocommit=True) as listening:
-            listening.execute(f"LISTEN {CHANNEL}")
+            channel = listen(listening)
             with transaction(engine) as session:
                 update_tenant_policy(session, "acme", {"retention_days": 5}, actor="ana")
-            heard = [n.payload for n in listening.notifies(timeout=0.5) if n.channel == CHANNEL]
+            heard = [n.payload for n in listening.notifies(timeout=0.5) if n.channel == channel]
         assert heard == ["policy:acme"]
         assert (await catalog.policy("acme")).retention_days is None  # cached for an hour
         catalog.changed((Change.POLICY, "acme"))  # what a listening gateway does on hearing it
