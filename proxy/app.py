@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -173,6 +174,7 @@ def _session_id(headers: dict[str, str], parsed: ChatCompletionRequest) -> str |
 
 
 async def chat_completions(request: Request):
+    started = time.perf_counter()
     gateway = _gateway(request)
     headers = header_dict(request)
     body = await read_json(request, gateway.config.max_body_bytes)
@@ -184,7 +186,9 @@ async def chat_completions(request: Request):
         return await stream(gateway, admitted, body, ChatEncoder())
     response, served = await gateway.serve(admitted, body)
     return Response(
-        jsonio.dumps(response), media_type="application/json", headers=response_headers(served)
+        jsonio.dumps(response),
+        media_type="application/json",
+        headers=response_headers(served, started),
     )
 
 

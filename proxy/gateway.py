@@ -131,6 +131,7 @@ class Served:
     trajectory_id: uuid.UUID
     event_id: uuid.UUID
     version_id: str
+    upstream_ms: float  # from sending the upstream call to handling its answer
 
 
 class Gateway:
@@ -561,6 +562,7 @@ class Gateway:
             state.trajectory.id,
             pending.draft_id,
             pending.exchange.version.id,
+            latency_ms,
         )
         self.writer.submit(records)  # one spool write: durable before the answer leaves
         self.telemetry.record(pending.exchange, llm, latency_ms)

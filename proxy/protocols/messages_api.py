@@ -9,6 +9,7 @@ exception its users catch.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from functools import wraps
@@ -79,6 +80,7 @@ async def _request(request: Request) -> tuple[Gateway, dict[str, str], ApiKeyIde
 
 @_anthropic_errors
 async def create_message(request: Request) -> Response:
+    started = time.perf_counter()
     gateway, headers, identity, body = await _request(request)
     chat = messages.chat_request(body)
     streaming = bool(body.get("stream"))
@@ -98,7 +100,9 @@ async def create_message(request: Request) -> Response:
     completion, served = await gateway.serve(admitted, chat, protocol=(PROTOCOL, body))
     answer = messages.message_object(completion, context)
     return Response(
-        jsonio.dumps(answer), media_type="application/json", headers=response_headers(served)
+        jsonio.dumps(answer),
+        media_type="application/json",
+        headers=response_headers(served, started),
     )
 
 

@@ -6,6 +6,7 @@ OpenAI's shape, as for chat completions.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from fastapi import Request
@@ -40,6 +41,7 @@ def _store(request: Request) -> ResponseStore:
 
 
 async def create_response(request: Request):
+    started = time.perf_counter()
     gateway, store = _gateway(request), _store(request)
     headers = header_dict(request)
     body = await read_json(request, gateway.config.max_body_bytes)
@@ -92,7 +94,8 @@ async def create_response(request: Request):
     )
     response = jsonio.dumps(responses.response_object(completion, context))
     keep(served, response)
-    return Response(response, media_type="application/json", headers=response_headers(served))
+    headers = response_headers(served, started)
+    return Response(response, media_type="application/json", headers=headers)
 
 
 async def _owned(request: Request, response_id: str) -> dict[str, Any]:

@@ -10,6 +10,7 @@ server-sent events.
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, Protocol
 
@@ -84,12 +85,20 @@ def validated_chat(body: Any) -> ChatCompletionRequest:
         raise GatewayError(400, message, param=param, code="invalid_value") from None
 
 
-def response_headers(served: Served) -> dict[str, str]:
+def response_headers(served: Served, started: float) -> dict[str, str]:
+    """The served call's ids, and where its time went (`Server-Timing`): `upstream`, from
+    sending the upstream call to handling its answer, and `gateway`, the rest of the time
+    since the handler began at `started` (a `time.perf_counter()`), up to now: the
+    gateway's own work and its waits for the event loop. Time spent before the handler (the
+    request's arrival) or after (writing the answer) is in neither."""
+    total_ms = (time.perf_counter() - started) * 1000
+    gateway_ms = max(total_ms - served.upstream_ms, 0.0)
     return {
         "X-Evoplane-Session-Id": served.session,
         "X-Evoplane-Trajectory-Id": str(served.trajectory_id),
         "X-Evoplane-Event-Id": str(served.event_id),
         "X-Evoplane-Version": served.version_id,
+        "Server-Timing": f"upstream;dur={served.upstream_ms:.3f}, gateway;dur={gateway_ms:.3f}",
     }
 
 

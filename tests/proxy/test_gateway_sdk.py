@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 
+import anthropic
 import openai
 import pytest
 
@@ -264,3 +265,35 @@ def test_the_task_type_an_agent_names_in_metadata_is_the_trajectorys(
     )
     trajectory, _ = stored(server, engine, "acme", session)
     assert trajectory.task_type == task_type
+
+
+def _timing(header: str) -> dict[str, float]:
+    """`Server-Timing` as {metric: dur}; every metric must carry a duration."""
+    found = {}
+    for metric in header.split(","):
+        name, _, params = metric.strip().partition(";")
+        key, _, value = params.partition("=")
+        assert key == "dur", header
+        found[name] = float(value)
+    return found
+
+
+def test_each_protocol_says_where_its_time_went(live, upstream) -> None:
+    """`Server-Timing` splits a call into the upstream's time and the gateway's own."""
+    server, _, keys = live
+    upstream.delay_ms = 80
+    sdk = client(server, keys["acme"])
+    chat = sdk.chat.completions.with_raw_response.create(
+        model="support-bot", messages=[{"role": "user", "content": "Where is my parcel?"}]
+    )
+    responses = sdk.responses.with_raw_response.create(model="support-bot", input="And now?")
+    messages = anthropic.Anthropic(
+        base_url=server.base_url.removesuffix("/v1"), api_key=keys["acme"], max_retries=0
+    ).messages.with_raw_response.create(
+        model="support-bot", max_tokens=64, messages=[{"role": "user", "content": "Hello?"}]
+    )
+    for raw in (chat, responses, messages):
+        timing = _timing(raw.headers["server-timing"])
+        assert set(timing) == {"upstream", "gateway"}
+        assert 80 <= timing["upstream"] < 5_000  # the upstream's own delay, and its wait
+        assert 0 < timing["gateway"] < 5_000
