@@ -223,11 +223,13 @@ async def closed_loop(
     session_length: int = 10,
     body: dict = BODY,
     shape: Callable[[dict], dict] | None = None,
+    own: list[float] | None = None,
 ) -> list[float]:
     """`clients` concurrent clients, each sending `per_client` requests back to back (ms),
     starting a session no server has seen every `session_length` requests. Each client
     first opens its connection with one untimed request, as a pooled SDK client has.
-    `shape` turns each chat-completions body into another protocol's request."""
+    `shape` turns each chat-completions body into another protocol's request; `own`, when
+    given, gets the gateway's own time of each answer that reports one (`Server-Timing`)."""
     latencies: list[float] = []
     run = uuid.uuid4().hex[:8]
     connector = aiohttp.TCPConnector(limit=clients)
@@ -246,9 +248,24 @@ async def closed_loop(
                     assert r.status == 200, await r.text()
                 if i >= 0:
                     latencies.append((time.perf_counter() - started) * 1000)
+                    reported = server_timing(r.headers.get("Server-Timing", "")).get("gateway")
+                    if own is not None and reported is not None:
+                        own.append(reported)
 
         await asyncio.gather(*(one_client(i) for i in range(clients)))
     return latencies
+
+
+def server_timing(header: str) -> dict[str, float]:
+    """{metric: duration in ms} of a `Server-Timing` header (metrics without one left out)."""
+    found = {}
+    for metric in header.split(","):
+        name, *params = (part.strip() for part in metric.split(";"))
+        for param in params:
+            key, _, value = param.partition("=")
+            if key == "dur" and name:
+                found[name] = float(value)
+    return found
 
 
 async def open_loop(
@@ -440,7 +457,8 @@ class Target:
 class Measured:
     """One target's figures at one concurrency: latency (ms), CPU per request (ms) of its
     server, of the server's children (a gateway's capture drain) and of PostgreSQL's
-    processes while it ran, and each round's own p50."""
+    processes while it ran, and each round's own p50; for a gateway, the p50 of the time it
+    reports as its own (`Server-Timing: gateway`), in all and in each round."""
 
     p50: float
     p99: float
@@ -448,6 +466,8 @@ class Measured:
     drain_cpu: float
     database_cpu: float
     round_p50s: list[float]
+    own_p50: float | None = None
+    round_own_p50s: list[float] | None = None
 
 
 def database_cpu() -> float:
@@ -474,6 +494,8 @@ def closed_loop_round(
     (`balanced_orders`), each after the servers have settled."""
     runs: dict[str, list[float]] = {name: [] for name in targets}
     round_p50s: dict[str, list[float]] = {name: [] for name in targets}
+    owns: dict[str, list[float]] = {name: [] for name in targets}
+    round_owns: dict[str, list[float]] = {name: [] for name in targets}
     cpu = {name: [0.0, 0.0, 0.0] for name in targets}
     names = list(targets)
     orders = balanced_orders(len(names))
@@ -484,6 +506,7 @@ def closed_loop_round(
             for other in {t.process.pid for t in targets.values() if t.process}:
                 settle(other)  # the last target's capture is committed before this one runs
             before = (*(tree_cpu(pid) if pid else (0.0, 0.0)), database_cpu())
+            own: list[float] = []
             latencies = asyncio.run(
                 closed_loop(
                     target.url,
@@ -493,11 +516,15 @@ def closed_loop_round(
                     session_length,
                     body,
                     target.shape,
+                    own,
                 )
             )
             after = (*(tree_cpu(pid) if pid else (0.0, 0.0)), database_cpu())
             runs[name] += latencies
             round_p50s[name].append(pct(latencies, 0.5))
+            if own:
+                owns[name] += own
+                round_owns[name].append(pct(own, 0.5))
             for kind in range(3):
                 cpu[name][kind] += after[kind] - before[kind]
     per_request = 1000 / (rounds * clients * per_client)
@@ -507,6 +534,8 @@ def closed_loop_round(
             pct(runs[name], 0.99),
             *(seconds * per_request for seconds in cpu[name]),
             round_p50s[name],
+            pct(owns[name], 0.5) if owns[name] else None,
+            round_owns[name] if len(round_owns[name]) == rounds else None,
         )
         for name in targets
     }
@@ -732,12 +761,20 @@ def _summary(row: dict[str, Measured]) -> str:
             cpu = _cpu(name, m)
             parts.append(f"{label} adds {m.p50 - d50:5.2f} / {m.p99 - d99:5.2f} (CPU {cpu} ms)")
     lines = ["  ".join(parts) + "  [ms, p50 / p99; CPU per request]"]
+    owns = [f"{_LABELS[n]} {row[n].own_p50:.3f}" for n in _LABELS if n in row and row[n].own_p50]
+    if owns:
+        lines.append("    the gateway's own time (Server-Timing), p50 ms: " + ", ".join(owns))
     for name in _against_chat(row):
         median, low, high = paired_difference(row[name].round_p50s, row["gateway"].round_p50s)
-        lines.append(
+        line = (
             f"    {_LABELS[name]} minus chat completions, p50 per round: "
             f"{median:+.2f} ms (90% interval {low:+.2f} to {high:+.2f})"
         )
+        ours, theirs = row[name].round_own_p50s, row["gateway"].round_own_p50s
+        if ours and theirs:
+            median, low, high = paired_difference(ours, theirs)
+            line += f"; own time {median:+.3f} ms ({low:+.3f} to {high:+.3f})"
+        lines.append(line)
     return "\n".join(lines)
 
 
