@@ -18,13 +18,22 @@ runs the gateway of another checkout beside this one, for a before/after in one 
 Messages APIs (translated to chat completions inside it), interleaved with the rest. --otel
 runs a second gateway of this checkout with OpenTelemetry spans on, exported to an OTLP
 collector in its own process (tests/support/otlp_collector.py), interleaved with the first.
---write appends the results to benchmarks/RESULTS.md.
+--mixed sends chat completions and the --protocols together, request by request (each
+client takes the targets in turn), so that every protocol meets the same load: sent apart,
+one after another, each meets the load of its own moment, and on a small shared host their
+differences then swing between runs by more than they are. --pin puts the servers measured
+(gateways with their capture drains, the bare proxy) on half of this machine's CPUs and the
+load generator and upstream on the other half, as a load generator on a host of its own
+would be (PostgreSQL, a service of the machine, stays where it runs). --think-ms M gives
+each client an exponential pause of mean M ms before each request, the same for every
+target. --write appends the results to benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import platform
 import random
@@ -33,8 +42,8 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -172,9 +181,11 @@ def start_gateway(
     source: Path | None = None,
     settings: dict[str, str] | None = None,
     workers: int = 1,
+    cpus: set[int] | None = None,
 ) -> subprocess.Popen:
     """`evoplane gateway` on `port`; with `source`, the code of that checkout instead;
-    `settings`: more EVOPLANE_* variables; `workers`: its `--workers`."""
+    `settings`: more EVOPLANE_* variables; `workers`: its `--workers`; `cpus`: the CPUs
+    it (and its capture drains) may run on, else any."""
     env = {
         **os.environ,
         "EVOPLANE_DATABASE_URL": url,
@@ -186,21 +197,43 @@ def start_gateway(
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))
     command = [str(Path(sys.executable).parent / "evoplane"), "gateway"]
     process = subprocess.Popen(
-        command + (["--workers", str(workers)] if workers > 1 else []), env=env, cwd=source
+        command + (["--workers", str(workers)] if workers > 1 else []),
+        env=env,
+        cwd=source,
+        preexec_fn=pinned_to(cpus),
     )
     wait_for(f"http://127.0.0.1:{port}/healthz")
     return process
 
 
-def start_passthrough(upstream_url: str, port: int) -> subprocess.Popen:
+def start_passthrough(
+    upstream_url: str, port: int, cpus: set[int] | None = None
+) -> subprocess.Popen:
     """The bare pass-through proxy (benchmarks/passthrough.py): the floor for a Python hop."""
     process = subprocess.Popen(
         [sys.executable, "-m", "benchmarks.passthrough", "--upstream", upstream_url]
         + ["--port", str(port)],
         cwd=ROOT,
+        preexec_fn=pinned_to(cpus),
     )
     wait_for(f"http://127.0.0.1:{port}/v1/models")
     return process
+
+
+def split_cpus(cpus: set[int]) -> tuple[set[int], set[int]]:
+    """(the servers' CPUs, the load generator's): the upper half of `cpus` and the rest;
+    with a single CPU, that one for both."""
+    ordered = sorted(cpus)
+    if len(ordered) < 2:
+        return set(ordered), set(ordered)
+    half = len(ordered) // 2
+    return set(ordered[half:]), set(ordered[:half])
+
+
+def pinned_to(cpus: set[int] | None) -> Callable[[], None] | None:
+    """What a child process runs before its program (`preexec_fn`) to run only on `cpus`,
+    it and every process it starts; None leaves it where the scheduler puts it."""
+    return functools.partial(os.sched_setaffinity, 0, cpus) if cpus else None
 
 
 def wait_for(url: str, seconds: float = 60) -> None:
@@ -224,36 +257,84 @@ async def closed_loop(
     body: dict = BODY,
     shape: Callable[[dict], dict] | None = None,
     own: list[float] | None = None,
+    think_ms: float = 0.0,
 ) -> list[float]:
-    """`clients` concurrent clients, each sending `per_client` requests back to back (ms),
-    starting a session no server has seen every `session_length` requests. Each client
-    first opens its connection with one untimed request, as a pooled SDK client has.
-    `shape` turns each chat-completions body into another protocol's request; `own`, when
-    given, gets the gateway's own time of each answer that reports one (`Server-Timing`)."""
-    latencies: list[float] = []
+    """`clients` concurrent clients, each sending `per_client` requests back to back (ms):
+    `mixed_loop` with one target. `own`, when given, gets the gateway's own time of each
+    answer that reports one (`Server-Timing`)."""
+    target = Target(url, headers, shape=shape)
+    sampled = await mixed_loop({"": target}, clients, per_client, session_length, body, think_ms)
+    if own is not None:
+        own += sampled[""].own
+    return sampled[""].latencies
+
+
+@dataclass
+class Sampled:
+    """One target's latencies (ms) in a closed loop, and the gateway's own time of those
+    answers that report one (`Server-Timing: gateway`)."""
+
+    latencies: list[float] = field(default_factory=list)
+    own: list[float] = field(default_factory=list)
+
+
+async def mixed_loop(
+    targets: dict[str, Target],
+    clients: int,
+    per_client: int,
+    session_length: int = 10,
+    body: dict = BODY,
+    think_ms: float = 0.0,
+) -> dict[str, Sampled]:
+    """`clients` concurrent clients, each sending every target `per_client` requests, the
+    targets taken in turn (client i starts at the i-th), so that at any moment the clients
+    are sending different targets and every target meets the same load: a comparison of
+    targets measured this way is not moved by what changes between one run and the next.
+
+    Each client first opens its connection with one untimed request, as a pooled SDK
+    client has, and starts a session no server has seen every `session_length` requests
+    it sends a target. A target's `shape` turns each chat-completions body into its
+    protocol's request, outside the timed part. `think_ms`: the mean of an exponential
+    pause each client takes before each request (an agent's own work between calls), drawn
+    from the client's own seeded generator, so every run sends the same pauses; 0, back
+    to back."""
+    sampled = {name: Sampled() for name in targets}
+    names = list(targets)
     run = uuid.uuid4().hex[:8]
     connector = aiohttp.TCPConnector(limit=clients)
     async with aiohttp.ClientSession(connector=connector) as session:
 
+        async def send(target: Target, number: int, sid: str) -> tuple[float, str]:
+            request = body_for(number, body)
+            payload = target.shape(request) if target.shape else request  # untimed
+            started = time.perf_counter()
+            async with session.post(
+                target.url, json=payload, headers={**target.headers, "X-Session-Id": sid}
+            ) as r:
+                await r.read()
+                assert r.status == 200, await r.text()
+            return (time.perf_counter() - started) * 1000, r.headers.get("Server-Timing", "")
+
         async def one_client(index: int) -> None:
-            for i in range(-1, per_client):  # -1: the connection's warm-up
-                sid = f"{run}-{index}-{i // session_length}" if i >= 0 else f"{run}-{index}-w"
-                request = body_for(index * 100_000 + i + 1, body)
-                payload = shape(request) if shape else request  # the client's own work, untimed
-                started = time.perf_counter()
-                async with session.post(
-                    url, json=payload, headers={**headers, "X-Session-Id": sid}
-                ) as r:
-                    await r.read()
-                    assert r.status == 200, await r.text()
-                if i >= 0:
-                    latencies.append((time.perf_counter() - started) * 1000)
-                    reported = server_timing(r.headers.get("Server-Timing", "")).get("gateway")
-                    if own is not None and reported is not None:
-                        own.append(reported)
+            pauses = random.Random(index)
+            await send(targets[names[0]], index * 100_000, f"{run}-{index}-w")  # warm-up
+            for step in range(per_client * len(names)):
+                name = names[(index + step) % len(names)]
+                i = step // len(names)
+                if think_ms > 0:
+                    await asyncio.sleep(pauses.expovariate(1 / think_ms) / 1000)
+                latency, timing = await send(
+                    targets[name],
+                    index * 100_000 + i + 1,
+                    f"{run}-{name}-{index}-{i // session_length}",
+                )
+                sampled[name].latencies.append(latency)
+                reported = server_timing(timing).get("gateway")
+                if reported is not None:
+                    sampled[name].own.append(reported)
 
         await asyncio.gather(*(one_client(i) for i in range(clients)))
-    return latencies
+    return sampled
 
 
 def server_timing(header: str) -> dict[str, float]:
@@ -468,6 +549,7 @@ class Measured:
     round_p50s: list[float]
     own_p50: float | None = None
     round_own_p50s: list[float] | None = None
+    in_mix: bool = False  # sent mixed with other targets: the CPU figures are the mix's
 
 
 def database_cpu() -> float:
@@ -489,44 +571,39 @@ def closed_loop_round(
     rounds: int,
     session_length: int,
     body: dict,
+    think_ms: float = 0.0,
+    mixed: Collection[str] = (),
 ) -> dict[str, Measured]:
     """Each target's figures, the targets interleaved in balanced orders
-    (`balanced_orders`), each after the servers have settled."""
+    (`balanced_orders`), each after the servers have settled; the targets named in `mixed`
+    sent together, request by request (`mixed_loop`), as one of the interleaved parts,
+    their CPU per request then the mix's. `think_ms` as for `mixed_loop`."""
     runs: dict[str, list[float]] = {name: [] for name in targets}
     round_p50s: dict[str, list[float]] = {name: [] for name in targets}
     owns: dict[str, list[float]] = {name: [] for name in targets}
     round_owns: dict[str, list[float]] = {name: [] for name in targets}
     cpu = {name: [0.0, 0.0, 0.0] for name in targets}
-    names = list(targets)
-    orders = balanced_orders(len(names))
+    parts = interleaved_parts(list(targets), mixed)
+    orders = balanced_orders(len(parts))
     for round_ in range(rounds):
         for index in orders[round_ % len(orders)]:
-            name, target = names[index], targets[names[index]]
-            pid = target.process.pid if target.process else None
+            part = {name: targets[name] for name in parts[index]}
+            pid = next((t.process.pid for t in part.values() if t.process), None)
             for other in {t.process.pid for t in targets.values() if t.process}:
-                settle(other)  # the last target's capture is committed before this one runs
+                settle(other)  # the last part's capture is committed before this one runs
             before = (*(tree_cpu(pid) if pid else (0.0, 0.0)), database_cpu())
-            own: list[float] = []
-            latencies = asyncio.run(
-                closed_loop(
-                    target.url,
-                    target.headers,
-                    clients,
-                    per_client,
-                    session_length,
-                    body,
-                    target.shape,
-                    own,
-                )
+            sampled = asyncio.run(
+                mixed_loop(part, clients, per_client, session_length, body, think_ms)
             )
             after = (*(tree_cpu(pid) if pid else (0.0, 0.0)), database_cpu())
-            runs[name] += latencies
-            round_p50s[name].append(pct(latencies, 0.5))
-            if own:
-                owns[name] += own
-                round_owns[name].append(pct(own, 0.5))
-            for kind in range(3):
-                cpu[name][kind] += after[kind] - before[kind]
+            for name, got in sampled.items():
+                runs[name] += got.latencies
+                round_p50s[name].append(pct(got.latencies, 0.5))
+                if got.own:
+                    owns[name] += got.own
+                    round_owns[name].append(pct(got.own, 0.5))
+                for kind in range(3):
+                    cpu[name][kind] += (after[kind] - before[kind]) / len(part)
     per_request = 1000 / (rounds * clients * per_client)
     return {
         name: Measured(
@@ -536,9 +613,26 @@ def closed_loop_round(
             round_p50s[name],
             pct(owns[name], 0.5) if owns[name] else None,
             round_owns[name] if len(round_owns[name]) == rounds else None,
+            name in mixed,
         )
         for name in targets
     }
+
+
+def interleaved_parts(names: list[str], mixed: Collection[str]) -> list[list[str]]:
+    """The parts a round sends one after another: each name alone, except those in
+    `mixed`, sent together as one part where the first of them stands."""
+    parts: list[list[str]] = []
+    together: list[str] = []
+    for name in names:
+        if name not in mixed:
+            parts.append([name])
+        elif not together:
+            parts.append(together)
+            together.append(name)
+        else:
+            together.append(name)
+    return parts
 
 
 def paired_difference(
@@ -592,6 +686,13 @@ def main() -> None:
     )
     parser.add_argument("--capture-events", type=int, default=20_000)
     parser.add_argument(
+        "--think-ms",
+        type=float,
+        default=0.0,
+        help="mean pause (exponential, the same for every target) each client takes before "
+        "each request; 0 sends back to back",
+    )
+    parser.add_argument(
         "--clients", default="1,8,32", help="comma-separated concurrency levels (closed loop)"
     )
     parser.add_argument("--rates", default="25,50,100,150,200,300,400", help="open-loop req/s")
@@ -625,12 +726,29 @@ def main() -> None:
         help="gateway process counts (`evoplane gateway --workers N`) whose open-loop knee to "
         "find, comma-separated; each count above 1 is its own gateway, swept beside the first",
     )
+    parser.add_argument(
+        "--mixed",
+        action="store_true",
+        help="send chat completions and the --protocols together, request by request, so "
+        "each meets the same load (their CPU per request is then the mix's)",
+    )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="run the servers measured on half the CPUs, the load generator and upstream on "
+        "the other half (PostgreSQL stays where it runs)",
+    )
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
 
     import tempfile
 
     body = with_tools(args.tools)
+    servers_cpus = None
+    if args.pin:  # before the upstream starts, which runs where this process does
+        servers_cpus, generator_cpus = split_cpus(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, generator_cpus)
+        print(f"servers on CPUs {sorted(servers_cpus)}, load generator on {sorted(generator_cpus)}")
     upstream, upstream_url = start_upstream(20)
     url, schema, key = prepare_registry(upstream_url)
     schemas = [schema]
@@ -640,8 +758,8 @@ def main() -> None:
     collector, spans = None, None
     with tempfile.TemporaryDirectory() as data:
         try:
-            gateway = start_gateway(url, Path(data) / "gateway", port)
-            bare = start_passthrough(upstream_url, port + 1)
+            gateway = start_gateway(url, Path(data) / "gateway", port, cpus=servers_cpus)
+            bare = start_passthrough(upstream_url, port + 1, servers_cpus)
             processes += [gateway, bare]
             targets = {
                 "direct": Target(f"{upstream_url}/chat/completions", {}),
@@ -660,7 +778,9 @@ def main() -> None:
             if args.compare:
                 other_url, other_schema, other_key = prepare_registry(upstream_url)
                 schemas.append(other_schema)
-                other = start_gateway(other_url, Path(data) / "other", port + 2, args.compare)
+                other = start_gateway(
+                    other_url, Path(data) / "other", port + 2, args.compare, cpus=servers_cpus
+                )
                 processes.append(other)
                 targets["compared"] = Target(
                     f"http://127.0.0.1:{port + 2}/v1/chat/completions",
@@ -676,6 +796,7 @@ def main() -> None:
                     Path(data) / "otel",
                     port + 3,
                     settings={"EVOPLANE_OTEL_ENDPOINT": endpoint},
+                    cpus=servers_cpus,
                 )
                 processes.append(traced)
                 targets["otel"] = Target(
@@ -686,7 +807,11 @@ def main() -> None:
             swept = {1: targets["gateway"]}  # worker count -> its gateway
             for count in sorted({int(w) for w in args.workers.split(",") if w} - {1}):
                 many = start_gateway(
-                    url, Path(data) / f"workers-{count}", port + 10 + count, workers=count
+                    url,
+                    Path(data) / f"workers-{count}",
+                    port + 10 + count,
+                    workers=count,
+                    cpus=servers_cpus,
                 )
                 processes.append(many)
                 swept[count] = Target(
@@ -701,11 +826,19 @@ def main() -> None:
                             target.url, target.headers, 4, 20, body=body, shape=target.shape
                         )
                     )
+            mixed = {"gateway", *PROTOCOLS.keys() & targets.keys()} if args.mixed else set()
             rows = []
             for clients in [int(c) for c in args.clients.split(",") if c]:
                 per_client = max(10, args.requests // clients)
                 row = closed_loop_round(
-                    targets, clients, per_client, args.rounds, args.session_length, body
+                    targets,
+                    clients,
+                    per_client,
+                    args.rounds,
+                    args.session_length,
+                    body,
+                    args.think_ms,
+                    mixed,
                 )
                 rows.append((clients, row))
                 print(f"{clients:3d} clients  " + _summary(row))
@@ -749,7 +882,10 @@ def _cpu(name: str, measured: Measured) -> str:
     """A target's CPU per request (ms): its server's, and a gateway's drain and PostgreSQL's."""
     if name == "bare":
         return f"{measured.cpu:.2f}"
-    return f"{measured.cpu:.2f} + drain {measured.drain_cpu:.2f} + db {measured.database_cpu:.2f}"
+    mix = "the mix's " if measured.in_mix else ""
+    return (
+        f"{mix}{measured.cpu:.2f} + drain {measured.drain_cpu:.2f} + db {measured.database_cpu:.2f}"
+    )
 
 
 def _summary(row: dict[str, Measured]) -> str:
@@ -801,6 +937,9 @@ def _report(args, rows, sweeps, capture_rate: float, capture_lost: int) -> list[
         + (" --otel" if args.otel else "")
         + (f" --compare {args.compare}" if args.compare else "")
         + (f" --workers {args.workers}" if args.workers != "1" else "")
+        + (f" --think-ms {args.think_ms:g}" if args.think_ms else "")
+        + (" --mixed" if args.mixed else "")
+        + (" --pin" if args.pin else "")
     )
     names = [n for n in _LABELS if n in rows[0][1]] if rows else ["bare", "gateway"]
     header = (
@@ -823,7 +962,19 @@ def _report(args, rows, sweeps, capture_rate: float, capture_lost: int) -> list[
         f"`{command}`: an upstream with a fixed 20 ms delay, called directly and through "
         "a bare pass-through proxy (benchmarks/passthrough.py: same server stack, no "
         "auth, no capture) and the gateway (capture on, PostgreSQL registry), "
-        "interleaved; each server and the load generator in its own process.\n",
+        "interleaved; each server and the load generator in its own process"
+        + (
+            ", the servers (with the gateway's capture drain) on CPUs of their own and the "
+            "load generator and upstream on the others"
+            if args.pin
+            else ""
+        )
+        + (
+            "; chat completions and the other protocols sent together, request by request"
+            if args.mixed
+            else ""
+        )
+        + ".\n",
         *table,
         *paired,
         "",

@@ -1,13 +1,27 @@
 """The gateway benchmark's interleaving (every target as often first, and after every other),
-and its reading of the gateway's `Server-Timing`."""
+its mix of targets request by request (`--mixed`), its reading of the gateway's
+`Server-Timing`, and its split of the CPUs (`--pin`)."""
 
+import asyncio
+import os
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
+from aiohttp import web
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchmarks.gateway_latency import balanced_orders, server_timing
+from benchmarks.gateway_latency import (
+    Target,
+    balanced_orders,
+    interleaved_parts,
+    mixed_loop,
+    pinned_to,
+    server_timing,
+    split_cpus,
+)
 
 
 @given(st.integers(min_value=1, max_value=12))
@@ -37,3 +51,88 @@ def test_server_timing_reads_back_every_duration(durations: dict, pad: str) -> N
     header = f",{pad}".join(f"{name};dur={ms:.3f}" for name, ms in durations.items())
     header += f",{pad}cache;desc=hit" if header else "cache;desc=hit"
     assert server_timing(header) == pytest.approx(durations)
+
+
+@given(st.sets(st.integers(min_value=0, max_value=255), min_size=1, max_size=64))
+def test_the_cpus_split_in_two_halves_that_share_none(cpus: set[int]) -> None:
+    servers, generator = split_cpus(cpus)
+    if len(cpus) == 1:
+        assert servers == generator == cpus  # nowhere else to go
+        return
+    assert servers | generator == cpus and not servers & generator
+    assert len(servers) - len(generator) in (0, 1)
+    assert min(servers) > max(generator)  # the servers' half is the upper one
+
+
+def test_a_pinned_child_runs_only_on_its_cpus() -> None:
+    """The affinity set before the program starts is the child's, and passes to what it
+    starts in turn (a gateway's capture drain)."""
+    cpus = {max(os.sched_getaffinity(0))}
+    grandchild = "import os; print(sorted(os.sched_getaffinity(0)))"
+    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {grandchild!r}])"
+    printed = subprocess.run(
+        [sys.executable, "-c", child],
+        preexec_fn=pinned_to(cpus),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert printed.strip() == str(sorted(cpus))
+    assert pinned_to(None) is None and pinned_to(set()) is None
+
+
+@given(st.lists(st.sampled_from("abcdefgh"), unique=True), st.sets(st.sampled_from("abcdefgh")))
+def test_mixed_targets_are_one_part_where_the_first_of_them_stands(names, mixed) -> None:
+    parts = interleaved_parts(names, mixed)
+    assert sorted(name for part in parts for name in part) == sorted(names)
+    assert [part for part in parts if len(part) > 1 or set(part) & mixed] == (
+        [[n for n in names if n in mixed]] if set(names) & mixed else []
+    )
+    starts = [min(names.index(name) for name in part) for part in parts]
+    assert starts == sorted(starts)  # each part where its first name stands
+
+
+def test_a_mixed_loop_sends_every_target_in_turn_under_its_own_sessions() -> None:
+    """Each client sends each target its share, the targets in turn from a different one
+    per client (so the clients are on different targets at once), each target's body in its
+    own shape and its own sessions; the latencies and `Server-Timing` come back per target."""
+    seen: list[tuple[str, dict, str]] = []
+
+    async def answer(request: web.Request) -> web.Response:
+        seen.append((request.path, await request.json(), request.headers["X-Session-Id"]))
+        return web.json_response({}, headers={"Server-Timing": "gateway;dur=0.250"})
+
+    async def run():
+        app = web.Application()
+        app.router.add_post("/{target}", answer)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]
+        base = f"http://127.0.0.1:{port}"
+        targets = {
+            "a": Target(f"{base}/a", {}),
+            "b": Target(f"{base}/b", {}, shape=lambda body: {"shaped": body["messages"]}),
+            "c": Target(f"{base}/c", {}),
+        }
+        try:
+            return await mixed_loop(targets, clients=3, per_client=4, session_length=2)
+        finally:
+            await runner.cleanup()
+
+    sampled = asyncio.run(run())
+    assert {name: len(got.latencies) for name, got in sampled.items()} == {
+        "a": 12,
+        "b": 12,
+        "c": 12,
+    }
+    assert all(got.own == [0.25] * 12 for got in sampled.values())
+    timed = [entry for entry in seen if not entry[2].endswith("-w")]  # past the warm-ups
+    assert len(seen) - len(timed) == 3
+    firsts = {sid.split("-")[2]: path for path, _, sid in timed[::-1]}  # client -> first path
+    assert sorted(firsts.values()) == ["/a", "/b", "/c"]  # each client starts elsewhere
+    assert all(("shaped" in body) == (path == "/b") for path, body, _ in timed)
+    sessions = Counter((path, sid) for path, _, sid in timed)
+    assert all(count == 2 for count in sessions.values())  # session_length requests each
+    assert all(sid.split("-")[1] == path.strip("/") for path, sid in sessions)
