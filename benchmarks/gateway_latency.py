@@ -18,15 +18,15 @@ runs the gateway of another checkout beside this one, for a before/after in one 
 Messages APIs (translated to chat completions inside it), interleaved with the rest. --otel
 runs a second gateway of this checkout with OpenTelemetry spans on, exported to an OTLP
 collector in its own process (tests/support/otlp_collector.py), interleaved with the first.
---mixed sends chat completions and the --protocols together, request by request (each
-client takes the targets in turn), so that every protocol meets the same load: sent apart,
-one after another, each meets the load of its own moment, and on a small shared host their
-differences then swing between runs by more than they are. --pin puts the servers measured
-(gateways with their capture drains, the bare proxy) on half of this machine's CPUs and the
-load generator and upstream on the other half, as a load generator on a host of its own
-would be (PostgreSQL, a service of the machine, stays where it runs). --think-ms M gives
-each client an exponential pause of mean M ms before each request, the same for every
-target. --write appends the results to benchmarks/RESULTS.md.
+--mixed sends chat completions, the --protocols and the --compare and --otel gateways
+together, request by request (each client takes the targets in turn), so that each meets
+the same load: sent apart, one after another, each meets the load of its own moment, and
+on a small shared host their differences then swing between runs by more than they are.
+--pin puts the servers measured (gateways with their capture drains, the bare proxy) on
+half of this machine's CPUs and the load generator and upstream on the other half, as a
+load generator on a host of its own would be (PostgreSQL, a service of the machine, stays
+where it runs). --think-ms M gives each client an exponential pause of mean M ms before
+each request, the same for every target. --write appends the results to benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -492,6 +492,12 @@ def tree_cpu(pid: int) -> tuple[float, float]:
     return cpu_seconds(pid), helpers
 
 
+def servers_cpu(pids: Collection[int]) -> tuple[float, float]:
+    """`tree_cpu` summed over server processes: theirs, and their descendants'."""
+    trees = [tree_cpu(pid) for pid in pids]
+    return sum(own for own, _ in trees), sum(helpers for _, helpers in trees)
+
+
 def balanced_orders(count: int) -> list[list[int]]:
     """Orders of `count` targets, one per round, in which every target runs first equally
     often and follows every other target equally often (a Williams design): a target's
@@ -588,14 +594,14 @@ def closed_loop_round(
     for round_ in range(rounds):
         for index in orders[round_ % len(orders)]:
             part = {name: targets[name] for name in parts[index]}
-            pid = next((t.process.pid for t in part.values() if t.process), None)
+            pids = {t.process.pid for t in part.values() if t.process}
             for other in {t.process.pid for t in targets.values() if t.process}:
                 settle(other)  # the last part's capture is committed before this one runs
-            before = (*(tree_cpu(pid) if pid else (0.0, 0.0)), database_cpu())
+            before = (*servers_cpu(pids), database_cpu())
             sampled = asyncio.run(
                 mixed_loop(part, clients, per_client, session_length, body, think_ms)
             )
-            after = (*(tree_cpu(pid) if pid else (0.0, 0.0)), database_cpu())
+            after = (*servers_cpu(pids), database_cpu())
             for name, got in sampled.items():
                 runs[name] += got.latencies
                 round_p50s[name].append(pct(got.latencies, 0.5))
@@ -729,8 +735,9 @@ def main() -> None:
     parser.add_argument(
         "--mixed",
         action="store_true",
-        help="send chat completions and the --protocols together, request by request, so "
-        "each meets the same load (their CPU per request is then the mix's)",
+        help="send chat completions, the --protocols and the --compare and --otel gateways "
+        "together, request by request, so each meets the same load (their CPU per request "
+        "is then the mix's)",
     )
     parser.add_argument(
         "--pin",
@@ -826,7 +833,11 @@ def main() -> None:
                             target.url, target.headers, 4, 20, body=body, shape=target.shape
                         )
                     )
-            mixed = {"gateway", *PROTOCOLS.keys() & targets.keys()} if args.mixed else set()
+            mixed = (
+                {"gateway", *(PROTOCOLS.keys() | _OTHER_GATEWAYS) & targets.keys()}
+                if args.mixed
+                else set()
+            )
             rows = []
             for clients in [int(c) for c in args.clients.split(",") if c]:
                 per_client = max(10, args.requests // clients)
@@ -970,7 +981,7 @@ def _report(args, rows, sweeps, capture_rate: float, capture_lost: int) -> list[
             else ""
         )
         + (
-            "; chat completions and the other protocols sent together, request by request"
+            "; the gateway's targets sent together, request by request (`--mixed`)"
             if args.mixed
             else ""
         )
