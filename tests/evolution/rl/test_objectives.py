@@ -116,7 +116,7 @@ def test_sft_loss_is_the_token_mean_negative_log_likelihood() -> None:
     logprobs = tensors([[-1.0, -2.0, -9.0], [-0.5, 0.0, 0.0]]).requires_grad_()
     mask = tensors([[1, 1, 0], [1, 0, 0]])
     loss = sft_loss(logprobs, mask)
-    assert float(loss) == pytest.approx((1.0 + 2.0 + 0.5) / 3)  # the padding's -9 counts not
+    assert loss.item() == pytest.approx((1.0 + 2.0 + 0.5) / 3)  # the padding's -9 counts not
     loss.backward()
     assert torch.allclose(logprobs.grad, -mask / 3)
 
