@@ -107,7 +107,7 @@ def test_ppo_adds_a_non_negative_kl_to_the_reference() -> None:
         ObjectiveConfig(kind="ppo", kl_coef=0.5),
         tensors([[-1.5, -1.0]]),
     )
-    assert moved.kl > 0 and float(moved.loss) == pytest.approx(0.5 * moved.kl)
+    assert moved.kl > 0 and moved.loss.item() == pytest.approx(0.5 * moved.kl)
 
 
 def test_sft_loss_is_the_token_mean_negative_log_likelihood() -> None:
@@ -129,7 +129,7 @@ def test_dpo_loss_against_a_hand_computed_pair() -> None:
     rejected = tensors([-5.0]).requires_grad_()
     terms = preference_loss(chosen, rejected, tensors([-4.0]), tensors([-4.5]), beta=0.1)
     expected = -math.log(1 / (1 + math.exp(-0.15)))
-    assert float(terms.loss) == pytest.approx(expected)
+    assert terms.loss.item() == pytest.approx(expected)
     assert terms.margin == pytest.approx(0.15) and terms.accuracy == 1.0
     terms.loss.backward()
     # d/dchosen = -beta * sigmoid(-beta h); rejected gets the opposite.
@@ -155,14 +155,14 @@ def test_rpo_adds_the_chosen_completions_likelihood_to_dpo() -> None:
         chosen_nll=nll,
         nll_weight=0.5,
     )
-    assert float(terms.loss) == pytest.approx(-math.log(1 / (1 + math.exp(-0.15))) + 0.75)
+    assert terms.loss.item() == pytest.approx(-math.log(1 / (1 + math.exp(-0.15))) + 0.75)
     assert terms.margin == pytest.approx(0.15)  # what a person watches is DPO's alone
     terms.loss.backward()
     # each token: DPO's pull on the sum, plus the NLL's -0.5 / 2.
     pull = 0.1 / (1 + math.exp(0.15))
     assert torch.allclose(tokens.grad, tensors([[-pull - 0.25, -pull - 0.25]]))
     plain = preference_loss(chosen, tensors([-5.0]), tensors([-4.0]), tensors([-4.5]), beta=0.1)
-    assert float(plain.loss) == pytest.approx(-math.log(1 / (1 + math.exp(-0.15))))
+    assert plain.loss.item() == pytest.approx(-math.log(1 / (1 + math.exp(-0.15))))
 
 
 def test_ipo_loss_against_a_hand_computed_pair() -> None:
@@ -175,7 +175,7 @@ def test_ipo_loss_against_a_hand_computed_pair() -> None:
         chosen, rejected, tensors([-2.0, -1.0]), tensors([-1.0, -3.0]), beta=0.25, kind="ipo"
     )
     # second pair: h = 0 - 2 = -2; loss (-2 - 2)^2 = 16; mean (1 + 16) / 2.
-    assert float(terms.loss) == pytest.approx(8.5)
+    assert terms.loss.item() == pytest.approx(8.5)
     assert terms.accuracy == 0.5
     terms.loss.backward()
     # d/dchosen of mean((h - 2)^2) over 2 pairs = 2 (h - 2) / 2 = [-1, -4].
@@ -189,8 +189,8 @@ def test_a_pair_the_policy_already_prefers_costs_less_than_one_it_does_not() -> 
     good = preference_loss(tensors([-1.0]), tensors([-3.0]), ref, ref, beta=0.5)
     bad = preference_loss(tensors([-3.0]), tensors([-1.0]), ref, ref, beta=0.5)
     even = preference_loss(ref, ref, ref, ref, beta=0.5)
-    assert float(even.loss) == pytest.approx(math.log(2))
-    assert float(good.loss) < float(even.loss) < float(bad.loss)
+    assert even.loss.item() == pytest.approx(math.log(2))
+    assert good.loss.item() < even.loss.item() < bad.loss.item()
 
 
 def test_per_token_advantages_weight_each_token_by_its_own() -> None:
@@ -201,7 +201,7 @@ def test_per_token_advantages_weight_each_token_by_its_own() -> None:
     terms = policy_loss(logprobs, fixed, fixed, advantages, mask, ObjectiveConfig())
     terms.loss.backward()
     assert torch.allclose(logprobs.grad, tensors([[-1 / 3, -2 / 3], [1 / 3, 0.0]]))
-    assert float(terms.loss) == pytest.approx(-(1.0 + 2.0 - 1.0) / 3)
+    assert terms.loss.item() == pytest.approx(-(1.0 + 2.0 - 1.0) / 3)
 
 
 def test_distillation_loss_against_a_hand_computed_case() -> None:
@@ -224,6 +224,6 @@ def test_distillation_loss_against_a_hand_computed_case() -> None:
     # The loss is the reverse KL estimate over the 3 tokens: sum(log s - log t) / 3, and
     # its gradient (log s - log t) / 3 per token: up where the teacher is likelier, down
     # where it is less likely, nothing where they agree.
-    assert float(terms.loss) == pytest.approx((-0.5 + 1.0 + 0.0) / 3)
+    assert terms.loss.item() == pytest.approx((-0.5 + 1.0 + 0.0) / 3)
     assert torch.allclose(logprobs.grad, tensors([[-0.5 / 3, 1.0 / 3], [0.0, 0.0]]))
     assert terms.kl == 0.0  # no reference penalty: the teacher is the pull
