@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from proxy.process_group import group_alive, signal_group
+
 __all__ = ["ManagedProcess", "PortInUseError", "ensure_port_free", "tail"]
 
 _PR_SET_PDEATHSIG = 1
@@ -93,45 +95,15 @@ class ManagedProcess:
         if self.process is None:
             return
         pgid = self.process.pid  # setsid made the child its group's leader
-        self._signal_group(pgid, signal.SIGTERM)
+        signal_group(pgid, signal.SIGTERM)
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and _group_alive(pgid):
+        while time.monotonic() < deadline and group_alive(pgid):
             self.process.poll()
             time.sleep(0.1)
-        if _group_alive(pgid):
-            self._signal_group(pgid, signal.SIGKILL)
+        if group_alive(pgid):
+            signal_group(pgid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=5)
-
-    @staticmethod
-    def _signal_group(pgid: int, sig: signal.Signals) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pgid, sig)
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # killpg(…, 0) also succeeds for zombies; treat a group of zombies as gone.
-    return any(_is_live_member(pid, pgid) for pid in _pids())
-
-
-def _pids() -> list[int]:
-    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
-
-
-def _is_live_member(pid: int, pgid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    fields = stat.rsplit(")", 1)[1].split()
-    state, group = fields[0], int(fields[2])
-    return group == pgid and state != "Z"
 
 
 def wait_until(check: Callable[[], bool], timeout: float, interval: float = 0.25) -> bool:

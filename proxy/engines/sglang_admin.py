@@ -45,6 +45,7 @@ import httpx
 
 from proxy.engines.base import UpstreamError, UpstreamTimeout
 from proxy.engines.sglang import UNLABELLED_VERSION, server_url
+from proxy.process_group import signal_group, wait_for_group_to_end
 
 __all__ = [
     "PAUSE_MODES",
@@ -324,17 +325,17 @@ class SGLangServer:
 
     def stop(self, grace: float = 30.0) -> None:
         """SIGTERM the process group (SGLang's scheduler and detokenizer too), then SIGKILL."""
-        _signal_group(self.process.pid, signal.SIGTERM)
+        signal_group(self.process.pid, signal.SIGTERM)
         try:
             self.process.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             pass
-        _signal_group(self.process.pid, signal.SIGKILL)  # children the leader left behind
+        signal_group(self.process.pid, signal.SIGKILL)  # children the leader left behind
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)
         # A SIGKILLed child is gone only once the kernel has run the kill: until then it
         # still holds its GPU memory, which the next server on that GPU needs.
-        _wait_for_group_to_end(self.process.pid, timeout=10)
+        wait_for_group_to_end(self.process.pid, timeout=10)
 
     def __enter__(self) -> SGLangServer:
         return self
@@ -404,33 +405,3 @@ def _free_port(host: str) -> int:
     with socket.socket() as probe:
         probe.bind((host if host != "" else "0.0.0.0", 0))
         return probe.getsockname()[1]
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _wait_for_group_to_end(pgid: int, timeout: float) -> bool:
-    """Until no live process is left in process group `pgid` (zombies waiting to be reaped
-    do not count), or `timeout` seconds: whether it ended."""
-    deadline = time.monotonic() + timeout
-    while group_members(pgid):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
-def group_members(pgid: int) -> list[int]:
-    """The live (not zombie) processes of process group `pgid`, from /proc."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # ended while being read
-        state, group = fields[0], int(fields[2])
-        if group == pgid and state not in ("Z", "X"):
-            members.append(int(stat.parent.name))
-    return members

@@ -3,13 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import re
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -22,10 +16,10 @@ from proxy.engines.sglang import SGLangEngine, server_url
 from proxy.engines.sglang_admin import (
     SGLangAdmin,
     WeightSyncError,
-    group_members,
     launch_sglang,
     versioned_adapter_name,
 )
+from proxy.process_group import group_members
 from proxy.streaming import assemble_chunks
 from tests.support.sglang_standin import STOP_TOKEN, SGLangStandIn
 
@@ -394,31 +388,6 @@ def test_launch_waits_for_health_and_stop_ends_the_process_group(fake_sglang, tm
     assert server.process.poll() is not None
     assert not running(scheduler)
     assert group_members(server.process.pid) == []
-
-
-def test_a_process_group_is_over_only_when_every_member_has_ended() -> None:
-    """`group_members` sees a group's children as well as its leader, and not once they
-    have ended (a zombie waiting to be reaped is over)."""
-    sleeper = "import time; time.sleep(60)"
-    child = f"import subprocess, sys; subprocess.Popen([sys.executable, '-c', {sleeper!r}]); "
-    child += sleeper
-    leader = subprocess.Popen([sys.executable, "-c", child], start_new_session=True)
-    try:
-        deadline = time.monotonic() + 30
-        while len(group_members(leader.pid)) < 2 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        members = group_members(leader.pid)
-        assert leader.pid in members and len(members) == 2
-        os.killpg(leader.pid, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while group_members(leader.pid) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert group_members(leader.pid) == []  # the leader is a zombie until waited for
-        assert leader.poll() is not None
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(leader.pid, signal.SIGKILL)
-        leader.wait(10)
 
 
 def test_launch_failure_shows_the_servers_last_words(fake_sglang, tmp_path) -> None:
