@@ -22,18 +22,13 @@ collector in its own process (tests/support/otlp_collector.py), interleaved with
 together, request by request (each client takes the targets in turn), so that each meets
 the same load: sent apart, one after another, each meets the load of its own moment, and
 on a small shared host their differences then swing between runs by more than they are.
---pin puts the servers measured (gateways with their capture drains, the bare proxy) on
-half of this machine's CPUs and the load generator and upstream on the other half, as a
-load generator on a host of its own would be (PostgreSQL, a service of the machine, stays
-where it runs). --think-ms M gives each client an exponential pause of mean M ms before
-each request, the same for every target. --write appends the results to benchmarks/RESULTS.md.
+--write appends the results to benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import functools
 import os
 import platform
 import random
@@ -181,11 +176,9 @@ def start_gateway(
     source: Path | None = None,
     settings: dict[str, str] | None = None,
     workers: int = 1,
-    cpus: set[int] | None = None,
 ) -> subprocess.Popen:
     """`evoplane gateway` on `port`; with `source`, the code of that checkout instead;
-    `settings`: more EVOPLANE_* variables; `workers`: its `--workers`; `cpus`: the CPUs
-    it (and its capture drains) may run on, else any."""
+    `settings`: more EVOPLANE_* variables; `workers`: its `--workers`."""
     env = {
         **os.environ,
         "EVOPLANE_DATABASE_URL": url,
@@ -197,43 +190,21 @@ def start_gateway(
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(source), env.get("PYTHONPATH")]))
     command = [str(Path(sys.executable).parent / "evoplane"), "gateway"]
     process = subprocess.Popen(
-        command + (["--workers", str(workers)] if workers > 1 else []),
-        env=env,
-        cwd=source,
-        preexec_fn=pinned_to(cpus),
+        command + (["--workers", str(workers)] if workers > 1 else []), env=env, cwd=source
     )
     wait_for(f"http://127.0.0.1:{port}/healthz")
     return process
 
 
-def start_passthrough(
-    upstream_url: str, port: int, cpus: set[int] | None = None
-) -> subprocess.Popen:
+def start_passthrough(upstream_url: str, port: int) -> subprocess.Popen:
     """The bare pass-through proxy (benchmarks/passthrough.py): the floor for a Python hop."""
     process = subprocess.Popen(
         [sys.executable, "-m", "benchmarks.passthrough", "--upstream", upstream_url]
         + ["--port", str(port)],
         cwd=ROOT,
-        preexec_fn=pinned_to(cpus),
     )
     wait_for(f"http://127.0.0.1:{port}/v1/models")
     return process
-
-
-def split_cpus(cpus: set[int]) -> tuple[set[int], set[int]]:
-    """(the servers' CPUs, the load generator's): the upper half of `cpus` and the rest;
-    with a single CPU, that one for both."""
-    ordered = sorted(cpus)
-    if len(ordered) < 2:
-        return set(ordered), set(ordered)
-    half = len(ordered) // 2
-    return set(ordered[half:]), set(ordered[:half])
-
-
-def pinned_to(cpus: set[int] | None) -> Callable[[], None] | None:
-    """What a child process runs before its program (`preexec_fn`) to run only on `cpus`,
-    it and every process it starts; None leaves it where the scheduler puts it."""
-    return functools.partial(os.sched_setaffinity, 0, cpus) if cpus else None
 
 
 def wait_for(url: str, seconds: float = 60) -> None:
@@ -257,13 +228,12 @@ async def closed_loop(
     body: dict = BODY,
     shape: Callable[[dict], dict] | None = None,
     own: list[float] | None = None,
-    think_ms: float = 0.0,
 ) -> list[float]:
     """`clients` concurrent clients, each sending `per_client` requests back to back (ms):
     `mixed_loop` with one target. `own`, when given, gets the gateway's own time of each
     answer that reports one (`Server-Timing`)."""
     target = Target(url, headers, shape=shape)
-    sampled = await mixed_loop({"": target}, clients, per_client, session_length, body, think_ms)
+    sampled = await mixed_loop({"": target}, clients, per_client, session_length, body)
     if own is not None:
         own += sampled[""].own
     return sampled[""].latencies
@@ -284,7 +254,6 @@ async def mixed_loop(
     per_client: int,
     session_length: int = 10,
     body: dict = BODY,
-    think_ms: float = 0.0,
 ) -> dict[str, Sampled]:
     """`clients` concurrent clients, each sending every target `per_client` requests, the
     targets taken in turn (client i starts at the i-th), so that at any moment the clients
@@ -294,10 +263,7 @@ async def mixed_loop(
     Each client first opens its connection with one untimed request, as a pooled SDK
     client has, and starts a session no server has seen every `session_length` requests
     it sends a target. A target's `shape` turns each chat-completions body into its
-    protocol's request, outside the timed part. `think_ms`: the mean of an exponential
-    pause each client takes before each request (an agent's own work between calls), drawn
-    from the client's own seeded generator, so every run sends the same pauses; 0, back
-    to back."""
+    protocol's request, outside the timed part."""
     sampled = {name: Sampled() for name in targets}
     names = list(targets)
     run = uuid.uuid4().hex[:8]
@@ -316,13 +282,10 @@ async def mixed_loop(
             return (time.perf_counter() - started) * 1000, r.headers.get("Server-Timing", "")
 
         async def one_client(index: int) -> None:
-            pauses = random.Random(index)
             await send(targets[names[0]], index * 100_000, f"{run}-{index}-w")  # warm-up
             for step in range(per_client * len(names)):
                 name = names[(index + step) % len(names)]
                 i = step // len(names)
-                if think_ms > 0:
-                    await asyncio.sleep(pauses.expovariate(1 / think_ms) / 1000)
                 latency, timing = await send(
                     targets[name],
                     index * 100_000 + i + 1,
@@ -577,13 +540,12 @@ def closed_loop_round(
     rounds: int,
     session_length: int,
     body: dict,
-    think_ms: float = 0.0,
     mixed: Collection[str] = (),
 ) -> dict[str, Measured]:
     """Each target's figures, the targets interleaved in balanced orders
     (`balanced_orders`), each after the servers have settled; the targets named in `mixed`
     sent together, request by request (`mixed_loop`), as one of the interleaved parts,
-    their CPU per request then the mix's. `think_ms` as for `mixed_loop`."""
+    their CPU per request then the mix's."""
     runs: dict[str, list[float]] = {name: [] for name in targets}
     round_p50s: dict[str, list[float]] = {name: [] for name in targets}
     owns: dict[str, list[float]] = {name: [] for name in targets}
@@ -598,9 +560,7 @@ def closed_loop_round(
             for other in {t.process.pid for t in targets.values() if t.process}:
                 settle(other)  # the last part's capture is committed before this one runs
             before = (*servers_cpu(pids), database_cpu())
-            sampled = asyncio.run(
-                mixed_loop(part, clients, per_client, session_length, body, think_ms)
-            )
+            sampled = asyncio.run(mixed_loop(part, clients, per_client, session_length, body))
             after = (*servers_cpu(pids), database_cpu())
             for name, got in sampled.items():
                 runs[name] += got.latencies
@@ -692,13 +652,6 @@ def main() -> None:
     )
     parser.add_argument("--capture-events", type=int, default=20_000)
     parser.add_argument(
-        "--think-ms",
-        type=float,
-        default=0.0,
-        help="mean pause (exponential, the same for every target) each client takes before "
-        "each request; 0 sends back to back",
-    )
-    parser.add_argument(
         "--clients", default="1,8,32", help="comma-separated concurrency levels (closed loop)"
     )
     parser.add_argument("--rates", default="25,50,100,150,200,300,400", help="open-loop req/s")
@@ -739,23 +692,12 @@ def main() -> None:
         "together, request by request, so each meets the same load (their CPU per request "
         "is then the mix's)",
     )
-    parser.add_argument(
-        "--pin",
-        action="store_true",
-        help="run the servers measured on half the CPUs, the load generator and upstream on "
-        "the other half (PostgreSQL stays where it runs)",
-    )
     parser.add_argument("--write", action="store_true")
     args = parser.parse_args()
 
     import tempfile
 
     body = with_tools(args.tools)
-    servers_cpus = None
-    if args.pin:  # before the upstream starts, which runs where this process does
-        servers_cpus, generator_cpus = split_cpus(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, generator_cpus)
-        print(f"servers on CPUs {sorted(servers_cpus)}, load generator on {sorted(generator_cpus)}")
     upstream, upstream_url = start_upstream(20)
     url, schema, key = prepare_registry(upstream_url)
     schemas = [schema]
@@ -765,8 +707,8 @@ def main() -> None:
     collector, spans = None, None
     with tempfile.TemporaryDirectory() as data:
         try:
-            gateway = start_gateway(url, Path(data) / "gateway", port, cpus=servers_cpus)
-            bare = start_passthrough(upstream_url, port + 1, servers_cpus)
+            gateway = start_gateway(url, Path(data) / "gateway", port)
+            bare = start_passthrough(upstream_url, port + 1)
             processes += [gateway, bare]
             targets = {
                 "direct": Target(f"{upstream_url}/chat/completions", {}),
@@ -785,9 +727,7 @@ def main() -> None:
             if args.compare:
                 other_url, other_schema, other_key = prepare_registry(upstream_url)
                 schemas.append(other_schema)
-                other = start_gateway(
-                    other_url, Path(data) / "other", port + 2, args.compare, cpus=servers_cpus
-                )
+                other = start_gateway(other_url, Path(data) / "other", port + 2, args.compare)
                 processes.append(other)
                 targets["compared"] = Target(
                     f"http://127.0.0.1:{port + 2}/v1/chat/completions",
@@ -803,7 +743,6 @@ def main() -> None:
                     Path(data) / "otel",
                     port + 3,
                     settings={"EVOPLANE_OTEL_ENDPOINT": endpoint},
-                    cpus=servers_cpus,
                 )
                 processes.append(traced)
                 targets["otel"] = Target(
@@ -814,11 +753,7 @@ def main() -> None:
             swept = {1: targets["gateway"]}  # worker count -> its gateway
             for count in sorted({int(w) for w in args.workers.split(",") if w} - {1}):
                 many = start_gateway(
-                    url,
-                    Path(data) / f"workers-{count}",
-                    port + 10 + count,
-                    workers=count,
-                    cpus=servers_cpus,
+                    url, Path(data) / f"workers-{count}", port + 10 + count, workers=count
                 )
                 processes.append(many)
                 swept[count] = Target(
@@ -848,7 +783,6 @@ def main() -> None:
                     args.rounds,
                     args.session_length,
                     body,
-                    args.think_ms,
                     mixed,
                 )
                 rows.append((clients, row))
@@ -948,9 +882,7 @@ def _report(args, rows, sweeps, capture_rate: float, capture_lost: int) -> list[
         + (" --otel" if args.otel else "")
         + (f" --compare {args.compare}" if args.compare else "")
         + (f" --workers {args.workers}" if args.workers != "1" else "")
-        + (f" --think-ms {args.think_ms:g}" if args.think_ms else "")
         + (" --mixed" if args.mixed else "")
-        + (" --pin" if args.pin else "")
     )
     names = [n for n in _LABELS if n in rows[0][1]] if rows else ["bare", "gateway"]
     header = (
@@ -974,12 +906,6 @@ def _report(args, rows, sweeps, capture_rate: float, capture_lost: int) -> list[
         "a bare pass-through proxy (benchmarks/passthrough.py: same server stack, no "
         "auth, no capture) and the gateway (capture on, PostgreSQL registry), "
         "interleaved; each server and the load generator in its own process"
-        + (
-            ", the servers (with the gateway's capture drain) on CPUs of their own and the "
-            "load generator and upstream on the others"
-            if args.pin
-            else ""
-        )
         + (
             "; the gateway's targets sent together, request by request (`--mixed`)"
             if args.mixed

@@ -1,11 +1,8 @@
 """The gateway benchmark's interleaving (every target as often first, and after every other),
-its mix of targets request by request (`--mixed`), its reading of the gateway's
-`Server-Timing`, and its split of the CPUs (`--pin`)."""
+its mix of targets request by request (`--mixed`), and its reading of the gateway's
+`Server-Timing`."""
 
 import asyncio
-import os
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
@@ -18,9 +15,7 @@ from benchmarks.gateway_latency import (
     balanced_orders,
     interleaved_parts,
     mixed_loop,
-    pinned_to,
     server_timing,
-    split_cpus,
 )
 
 
@@ -51,34 +46,6 @@ def test_server_timing_reads_back_every_duration(durations: dict, pad: str) -> N
     header = f",{pad}".join(f"{name};dur={ms:.3f}" for name, ms in durations.items())
     header += f",{pad}cache;desc=hit" if header else "cache;desc=hit"
     assert server_timing(header) == pytest.approx(durations)
-
-
-@given(st.sets(st.integers(min_value=0, max_value=255), min_size=1, max_size=64))
-def test_the_cpus_split_in_two_halves_that_share_none(cpus: set[int]) -> None:
-    servers, generator = split_cpus(cpus)
-    if len(cpus) == 1:
-        assert servers == generator == cpus  # nowhere else to go
-        return
-    assert servers | generator == cpus and not servers & generator
-    assert len(servers) - len(generator) in (0, 1)
-    assert min(servers) > max(generator)  # the servers' half is the upper one
-
-
-def test_a_pinned_child_runs_only_on_its_cpus() -> None:
-    """The affinity set before the program starts is the child's, and passes to what it
-    starts in turn (a gateway's capture drain)."""
-    cpus = {max(os.sched_getaffinity(0))}
-    grandchild = "import os; print(sorted(os.sched_getaffinity(0)))"
-    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {grandchild!r}])"
-    printed = subprocess.run(
-        [sys.executable, "-c", child],
-        preexec_fn=pinned_to(cpus),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert printed.strip() == str(sorted(cpus))
-    assert pinned_to(None) is None and pinned_to(set()) is None
 
 
 @given(st.lists(st.sampled_from("abcdefgh"), unique=True), st.sets(st.sampled_from("abcdefgh")))
