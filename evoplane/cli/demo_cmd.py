@@ -37,7 +37,7 @@ def demo(
 ) -> None:
     """Run the demo: four shops' support bot drifts and Evoplane evolves it (5-9 min)."""
     from evoplane.demo.drifts import by_name
-    from evoplane.demo.report import facts, table
+    from evoplane.demo.report import facts, print_facts, round_block, summary
     from evoplane.demo.runner import run_demo
     from evoplane.demo.scale import FULL, SMALL
     from evoplane.demo.stack import stack
@@ -46,22 +46,29 @@ def demo(
     chosen = by_name(only or None, rounds)
     started = time.monotonic()
     with stack(settings, use_running=use_running, started=_announce) as endpoints:
-        with PhaseProgress(console, lambda row: table([row], f"round {row.round}")) as reporter:
+        with PhaseProgress(console, round_block) as reporter:
             result = run_demo(
                 endpoints, chosen, scale=SMALL if small else FULL, seed=seed, reporter=reporter
             )
-        console.print(table(result.rows, f"Evoplane demo: {result.agent}, all rounds"))
+        console.print()
+        console.print(summary(result.rows, f"Evoplane demo: {result.agent}, all rounds"))
+        console.print()
         shown = facts(result.rows)
-        for fact in shown:
-            mark = "[green]✓[/green]" if fact.shown else "[red]✗[/red]"
-            console.print(f"{mark} {fact.claim}: {fact.detail}", highlight=False)
+        print_facts(console, shown)
         minutes = (time.monotonic() - started) / 60
+        missed = sum(not fact.shown for fact in shown)
+        verdict = "every claim shown" if not missed else f"{missed} of {len(shown)} claims missed"
         console.print(
-            f"{result.tickets} tickets, {len(result.rows)} evolutions in {minutes:.1f} min. "
-            f'Temporal UI: {endpoints.temporal_ui} (filter: Agent = "{result.agent}"), '
-            f"MLflow: {endpoints.mlflow}",
+            f"{verdict}; {result.tickets} tickets, {len(result.rows)} evolutions in "
+            f"{minutes:.1f} min.",
             highlight=False,
         )
+        console.print(
+            f"Temporal UI (filter Agent = {result.agent}): {endpoints.temporal_ui}",
+            soft_wrap=True,
+            highlight=False,
+        )
+        console.print(f"MLflow: {endpoints.mlflow}", soft_wrap=True, highlight=False)
         if keep_up and not use_running:
             console.print("The stack stays up; Ctrl-C stops it.")
             _wait_for_interrupt()

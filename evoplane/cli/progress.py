@@ -48,4 +48,5 @@ class PhaseProgress:
         self.phase(text)  # live gates: the traffic played while they watch
 
     def row(self, row: Any) -> None:
-        self.progress.console.print(self.render(row))
+        # Uncropped: a rendering may hold lines (links) that must stay whole past the width.
+        self.progress.console.print(self.render(row), crop=False)
