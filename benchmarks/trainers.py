@@ -26,6 +26,11 @@ holds:
 - RPO (`ours-rpo`, `trl-rpo`, not run by default): DPO on the same pairs with the chosen
   answer's own negative log-likelihood added at weight 1, so its likelihood cannot fall
   with the rejected one's (`ObjectiveConfig.chosen_nll`; TRL's `loss_type` sigmoid + sft);
+- mix (`ours-mix`, not run by default): what the product's DPO job trains
+  (`evolution.rl.plan`): RPO on the pairs whose fix no rewarded call of the request gives
+  (corrections, not retries) and, beside them, every rewarded reference as a demonstration
+  (its likelihood), so the pairs move what the model gets wrong while the references hold
+  what it gets right;
 - distillation (ours): every recorded prompt, referenced or not, sampled by the student and
   scored token by token by a teacher: our SFT result of the same seed, trained first.
 
@@ -40,7 +45,8 @@ template), targets and AdamW. Printed per algorithm: held-out reward before and 
 strict tool reward on never-recorded requests, per intent), wall time and training tokens
 per second (the completion tokens the loss read: for GRPO, the sampled groups). The
 held-out requests are every distinct new-wave request of the tenant (never recorded as such,
-but written as the recorded ones are), each sampled `eval_samples` times.
+but written as the recorded ones are), each sampled `eval_samples` times; the "usual" column
+is every usual request, sampled alike: what training must keep.
 """
 
 from __future__ import annotations
@@ -269,27 +275,32 @@ def _write(engine: Any, sessions: list[dict]) -> None:
 
 
 def held_out() -> list[tuple[str, Any]]:
-    """Every distinct new-wave request of the tenant, with the tool each needs, by intent."""
+    """Every distinct new-wave request of the tenant, with the tool each needs, by intent;
+    then every usual request, as intent "usual": what training must not break."""
     from evolution.rl.samples import RecordedPrompt
     from evoplane.demo import world
     from evoplane.demo.tools import ORDER_REF
 
     made = []
-    for intent in world.intents_of(TENANT):
-        for index, text in enumerate(world.HARD[intent]):
-            messages = [
-                {"role": "system", "content": world.agent_system(TENANT)},
-                {"role": "user", "content": text},
-            ]
-            view = _view(messages)
-            prompt = RecordedPrompt(
-                event_id=f"held-out-{intent.value}-{index}",
-                tenant=TENANT,
-                messages=view["messages"],
-                tools=view["tools"],
-                reference={"name": world.TOOL_OF[intent], "arguments": {"order_id": ORDER_REF}},
-            )
-            made.append((intent.value, prompt))
+    for label, phrasings in (("new", world.HARD), ("usual", world.NORMAL)):
+        for intent in world.intents_of(TENANT):
+            for index, text in enumerate(phrasings[intent]):
+                messages = [
+                    {"role": "system", "content": world.agent_system(TENANT)},
+                    {"role": "user", "content": text},
+                ]
+                view = _view(messages)
+                prompt = RecordedPrompt(
+                    event_id=f"held-out-{label}-{intent.value}-{index}",
+                    tenant=TENANT,
+                    messages=view["messages"],
+                    tools=view["tools"],
+                    reference={
+                        "name": world.TOOL_OF[intent],
+                        "arguments": {"order_id": ORDER_REF},
+                    },
+                )
+                made.append((intent.value if label == "new" else label, prompt))
     return made
 
 
@@ -307,9 +318,11 @@ def train_ours(
     from evolution.rl.trainer import train
     from evoplane.demo.runner import MODEL_DIR
 
-    # RPO: DPO with the chosen completion's NLL added at weight 1 (TRL's ["sigmoid", "sft"]).
+    # RPO: DPO with the chosen completion's NLL added at weight 1 (TRL's ["sigmoid", "sft"]);
+    # mix: RPO's pairs with every rewarded reference's likelihood beside them (the product's
+    # DPO job, `evolution.rl.plan`).
     objective = ObjectiveConfig(kind=kind, eps_high=0.28, beta=0.1)
-    if kind == "rpo":
+    if kind in ("rpo", "mix"):
         objective = ObjectiveConfig(kind="dpo", beta=0.1, chosen_nll=1.0)
     config = TrainConfig(
         objective=objective,
@@ -423,8 +436,8 @@ def held_out_rewards(checkpoint: Path, prompts: list[tuple[str, Any]], scale: Sc
 
 
 def _means(by_intent: dict[str, list[float]]) -> dict[str, float]:
-    """The mean reward overall and per intent."""
-    every = [r for rewards in by_intent.values() for r in rewards]
+    """The mean reward over the new wave ("all"), per intent, and on the usual requests."""
+    every = [r for intent, rewards in by_intent.items() if intent != "usual" for r in rewards]
     return {"all": statistics.mean(every), **{i: statistics.mean(r) for i, r in by_intent.items()}}
 
 
@@ -518,9 +531,14 @@ def run(scale: Scale, seeds: list[int], algorithms: list[str], scarce: int, judg
     rows, teachers = [], {}
     for algorithm in algorithms:
         framework, kind = algorithm.split("-")
-        examples = {"grpo": usable, "sft": demos, "dpo": pairs, "rpo": pairs, "distill": prompts}[
-            kind
-        ]
+        examples = {
+            "grpo": usable,
+            "sft": demos,
+            "dpo": pairs,
+            "rpo": pairs,
+            "mix": [*(p for p in pairs if p.prompt.reference is None), *demos],
+            "distill": prompts,
+        }[kind]
         trainer = train_ours if framework == "ours" else train_trl
         for seed in seeds:
             teacher = None

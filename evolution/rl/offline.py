@@ -86,14 +86,19 @@ def _order(count: int, seed: int, epoch: int) -> tuple[int, ...]:
 
 
 def _check(examples: Sequence[Example], config: TrainConfig) -> None:
+    """SFT reads demonstrations; DPO and IPO read pairs, and demonstrations beside them
+    (their likelihood, as RPO's chosen answers: the rewarded calls that anchor what the
+    model already does right while the pairs move what it gets wrong)."""
     kind = config.objective.kind
-    wanted = Demonstration if kind == "sft" else PreferencePair
     if kind not in ("sft", "dpo", "ipo"):
         raise ValueError(f"{kind} is not an offline objective: use evolution.rl.trainer.train")
+    wanted = (Demonstration,) if kind == "sft" else (PreferencePair, Demonstration)
     if not examples:
-        raise ValueError(f"no {wanted.__name__.lower()}s to train {kind} on")
+        raise ValueError(f"no {wanted[0].__name__.lower()}s to train {kind} on")
     if not all(isinstance(e, wanted) for e in examples):
-        raise ValueError(f"{kind} trains on {wanted.__name__}s only")
+        raise ValueError(f"{kind} trains on {' and '.join(w.__name__ + 's' for w in wanted)} only")
+    if kind != "sft" and not any(isinstance(e, PreferencePair) for e in examples):
+        raise ValueError(f"no preference pairs to train {kind} on")
 
 
 def _step(step: int, models: TrainingModels, batch: list[Any], config: TrainConfig) -> StepMetrics:

@@ -4,7 +4,11 @@ The decision names the algorithm from the window (`evolution.decision.algorithm`
 builds that algorithm's data from the job's training export and prompts (never from the
 held-out prompts) and falls back to GRPO, saying so, when there is none:
 
-- dpo: pairs of (the rewarded retry or correction) over (the answer it fixed);
+- dpo: pairs of (the user's correction) over (the answer it fixed), where the fix is a
+  target no rewarded call of that request gives, and beside them the rewarded calls as
+  demonstrations, whose likelihood holds what the model already does right. A retry's fix
+  is already a rewarded call of the same request: when every pair is a retry, the job
+  trains SFT on the rewarded calls instead, and says so (below);
 - sft: the rewarded calls as demonstrations, plus a teacher's verified answers to the
   failed steps where the agent has a teacher;
 - distill: the student's own samples of every training prompt, with or without a reference,
@@ -94,11 +98,7 @@ def training_plan(
     )
     hidden = {p.event_id for p in held_out}
     if algorithm == "dpo":
-        pairs = [p for p in correction_pairs(records) if p.prompt.event_id not in hidden]
-        if pairs:
-            counts = {"pairs": len(pairs)}
-            return TrainingPlan("dpo", reason or "", counts, list(train_prompts), pairs, "dpo")
-        return _fallen_back(rl, "dpo", "no corrected answer has a rewarded fix to pair it with")
+        return _preference_plan(rl, reason, records, train_prompts, hidden, teacher)
     if algorithm == "distill":
         if distill_from is None:
             return _fallen_back(rl, "distill", "the agent has no teacher to distil from")
@@ -112,6 +112,43 @@ def training_plan(
             return TrainingPlan("sft", reason or "", counts, list(train_prompts), demos, "sft")
         return _fallen_back(rl, "sft", "no verified answer to fine-tune on")
     return rl
+
+
+def _preference_plan(
+    rl: TrainingPlan,
+    reason: str | None,
+    records: Sequence[dict[str, Any]],
+    train_prompts: Sequence[RecordedPrompt],
+    hidden: set[str],
+    teacher: Teacher | None,
+) -> TrainingPlan:
+    """DPO on the pairs whose fix no rewarded call of the request gives (a later turn's
+    correction), with the rewarded calls as demonstrations beside them; SFT on those calls
+    when every pair's fix is one of them already (a retry).
+
+    Measured on the demo's own windows (docs/demo-runs.md): RPO on retry pairs alone lifted
+    the new wave's right-tool rate 0.36 -> 0.53-0.66 but cut the usual requests' from 0.99 to
+    0.66-0.90, since pushing a wrong call of one request down pushes the same call down
+    where it is right; SFT on the rewarded calls reached 0.82-0.85 with the usual ones kept.
+    """
+    pairs = [p for p in correction_pairs(records) if p.prompt.event_id not in hidden]
+    fresh = [p for p in pairs if p.prompt.reference is None]
+    demos = _demonstrations(train_prompts, teacher)
+    if fresh:
+        counts = {"pairs": len(fresh), "demonstrations": len(demos)}
+        return TrainingPlan(
+            "dpo", reason or "", counts, list(train_prompts), [*fresh, *demos], "dpo"
+        )
+    if pairs and demos:
+        why = (
+            f"the decision chose dpo, but each of the {len(pairs)} pairs is a retry whose fix is "
+            "already a rewarded call of the same request; no correction gave a target a "
+            f"rewarded call does not, so SFT on the {len(demos)} rewarded calls learns the "
+            "fixes without pushing right calls of other requests down"
+        )
+        counts = {"demonstrations": len(demos)}
+        return TrainingPlan("sft", why, counts, list(train_prompts), demos, "sft")
+    return _fallen_back(rl, "dpo", "no corrected answer has a rewarded fix to pair it with")
 
 
 def _demonstrations(

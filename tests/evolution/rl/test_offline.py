@@ -108,10 +108,37 @@ def test_an_offline_job_resumes_exactly_after_an_interruption(base, tmp_path) ->
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_demonstrations_beside_the_pairs_hold_their_targets_while_the_pairs_move(
+    base, tmp_path
+) -> None:
+    """A DPO job reads the rewarded calls beside its pairs: their likelihood rises with the
+    pair's chosen answer leading its rejected one (`evolution.rl.plan`)."""
+    other = [{"role": "user", "content": "where is it?"}]
+    pairs = [PreferencePair(PROMPT, chosen="cancel", rejected="lookup", source="correction")]
+    demos = [Demonstration(other, "lookup")]
+    result = train_offline(base, tmp_path, [*pairs, *demos], config("dpo"))
+
+    def logprob(checkpoint: Path, messages, text: str) -> float:
+        policy = Policy.load(checkpoint)
+        ids = policy.tokenizer.encode(text, add_special_tokens=False) + [policy.eos_id]
+        logprobs, _ = policy.token_logprobs(policy.prompt_ids(messages), [ids])
+        return float(logprobs.sum())
+
+    def lead(checkpoint: Path) -> float:
+        return logprob(checkpoint, MESSAGES, "cancel") - logprob(checkpoint, MESSAGES, "lookup")
+
+    assert lead(result.checkpoint) > lead(base) + 0.5
+    assert logprob(result.checkpoint, other, "lookup") > logprob(base, other, "lookup") + 1
+    assert any(m.accuracy is not None for m in result.history)
+
+
 def test_offline_objectives_refuse_the_wrong_data_clearly(base, tmp_path) -> None:
     demos = [Demonstration(MESSAGES, "cancel")]
-    with pytest.raises(ValueError, match="dpo trains on PreferencePairs only"):
+    with pytest.raises(ValueError, match="no preference pairs to train dpo on"):
         train_offline(base, tmp_path, demos, config("dpo"))
+    with pytest.raises(ValueError, match="sft trains on Demonstrations only"):
+        pair = PreferencePair(PROMPT, chosen="cancel", rejected="lookup", source="retry")
+        train_offline(base, tmp_path, [*demos, pair], config("sft"))
     with pytest.raises(ValueError, match="no demonstrations to train sft on"):
         train_offline(base, tmp_path, [], config("sft"))
     with pytest.raises(ValueError, match="grpo is not an offline objective"):
