@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 from atdp import Traffic
 from registry import ApiKeyIdentity
@@ -26,6 +27,11 @@ class Admitted:
     pin: str | None = None
     harness: bool = True
     minted: bool = False  # the request named no session: the gateway made its id up
+    # The client's own retry of a request it sent before (the OpenAI and Anthropic SDKs
+    # number their automatic retries in `x-stainless-retry-count`): not a user's re-ask.
+    retry: int = 0
+    # Whether the client has gone (it closed the connection): its answer was never received.
+    gone: Callable[[], Awaitable[bool]] | None = field(default=None, compare=False)
 
     @property
     def tenant(self) -> str:

@@ -181,7 +181,9 @@ async def chat_completions(request: Request):
     identity = await gateway.access.authenticate(headers.get("authorization"))
     parsed = validated_chat(body)
     agent = headers.get("x-evoplane-agent") or parsed.model
-    admitted = await admit(gateway, identity, headers, agent, _session_id(headers, parsed))
+    admitted = await admit(
+        gateway, identity, headers, agent, _session_id(headers, parsed), request.is_disconnected
+    )
     if parsed.stream:
         return await stream(gateway, admitted, body, ChatEncoder())
     response, served = await gateway.serve(admitted, body)

@@ -91,6 +91,7 @@ class Capture:
     before: list[EventDocument]
     draft: EventDocument
     seal_key: str | None = None
+    request_key: int | None = None
 
 
 def _with_redacted_answer(
@@ -326,7 +327,8 @@ class Gateway:
             raise
         restored = restore_response(response, overlaid)
         latency_ms = (time.perf_counter() - started) * 1000
-        served = self.finish_capture(capture, response, latency_ms)
+        gone = admitted.gone is not None and await admitted.gone()
+        served = self.finish_capture(capture, response, latency_ms, delivered=not gone)
         if route.shadow is not None and admitted.traffic is Traffic.USER:
             self.spawn(self.shadow(admitted, body, route.shadow))
         return restored, served
@@ -465,14 +467,14 @@ class Gateway:
         )
         pending = begin_exchange(state, exchange)
         request_key = hash(tuple(pending.keys))
-        regenerated = state.last_llm_event if request_key == state.last_request_key else None
-        state.last_request_key = request_key
+        regenerated = _retried(state, admitted, pending, request_key)
         redactor = self.redactor_for(policy)
         capture = Capture(
             state=state,
             pending=pending,
             redactor=redactor,
             regenerated=regenerated,
+            request_key=request_key,
             before=[redactor.redact_document(event) for event in pending.before],
             draft=redactor.redact_document(pending.draft),
             # A stored response is read back from its call's events: with a seal key, the
@@ -545,10 +547,15 @@ class Gateway:
         records += [CaptureRecord("event", event) for event in events]
         return records, events
 
-    def finish_capture(self, capture: Capture, response: dict, latency_ms: float) -> Served:
-        """Phase two: the answer, redacted, and everything handed to the capture writer."""
+    def finish_capture(
+        self, capture: Capture, response: dict, latency_ms: float, *, delivered: bool = True
+    ) -> Served:
+        """Phase two: the answer, redacted, and everything handed to the capture writer.
+        `delivered` false: the client left before the answer (recorded as never received)."""
         state, pending = capture.state, capture.pending
-        raw_llm = finish_exchange(state, pending, response, latency_ms)
+        raw_llm = finish_exchange(state, pending, response, latency_ms, delivered=delivered)
+        if delivered:
+            state.last_request_key = capture.request_key
         llm = _with_redacted_answer(capture.redactor, raw_llm, capture.draft)
         records, (llm,) = self._records(capture, [raw_llm], [llm])
         events = [*capture.before, llm]
@@ -634,6 +641,28 @@ def upstream_failure(error: UpstreamError | UpstreamTimeout) -> GatewayError:
             headers=headers,
         )
     return GatewayError(502, f"The upstream model failed: {error}", code="upstream_error")
+
+
+def _retried(
+    state: SessionState, admitted: Admitted, pending: PendingExchange, request_key: int
+) -> uuid.UUID | None:
+    """The call this request regenerates (the user asked the same again), if any.
+
+    A client's retry of a request whose answer it never received is no regeneration: the
+    SDK says so (`Admitted.retry`), or the gateway recorded that answer as undelivered. The
+    retry then answers what that call answered, and names it (`retry_of`).
+    """
+    undelivered = state.undelivered
+    if undelivered is not None and undelivered[0] == request_key:
+        pending.retry_of = undelivered[2]
+        pending.draft["parent_id"] = undelivered[1]
+        return None
+    if request_key != state.last_request_key:
+        return None
+    if admitted.retry:
+        pending.retry_of = state.last_llm_event
+        return None
+    return state.last_llm_event
 
 
 def new_session_id() -> str:

@@ -2,24 +2,24 @@
 
 Each becomes a reward (source `implicit_next_turn`) on the llm_call it judges, with a
 confidence below an explicit judgement's: a user who writes "no, ..." is probably
-correcting, not certainly.
+correcting, not certainly. Only the cheap check runs here, on the hot path: a next turn that
+opens with a denial or says the answer was wrong or asks again, in any of the follow-up
+lexicon's languages (`evolution.followups.lexicon`). The rest of what a follow-up says (the
+values it states, a re-ask, the agent's retraction) is read in the control plane's window
+analysis.
 """
 
 from __future__ import annotations
 
-import re
 import uuid
 from typing import Any
 
 from atdp import BinaryValue, EventKind, Reward, RewardSource, new_id, utcnow
+from evolution.followups.lexicon import Cue, cues
 
-__all__ = ["CORRECTION", "abandonment_reward", "implicit_rewards"]
+__all__ = ["abandonment_reward", "corrects", "implicit_rewards"]
 
-CORRECTION = re.compile(
-    r"^\s*(no\b|nope\b|wrong\b|that'?s (not|wrong|incorrect)|not what i (asked|meant|wanted)"
-    r"|incorrect\b|actually,|you (misunderstood|got it wrong)|i said\b|try again\b)",
-    re.IGNORECASE,
-)
+_CORRECTING = frozenset({Cue.DENIAL, Cue.AGAIN})
 
 
 def _reward(
@@ -79,10 +79,14 @@ def implicit_rewards(
 
 
 def _corrects(event: dict[str, Any]) -> bool:
-    """Whether a user message opens like a correction of the previous answer."""
     messages = (event.get("observation") or {}).get("messages") or []
     text = next((m["content"] for m in messages if isinstance(m.get("content"), str)), "")
-    return CORRECTION.match(text) is not None
+    return corrects(text)
+
+
+def corrects(text: str) -> bool:
+    """Whether a user's next message says the previous answer was wrong, or asks again."""
+    return bool(cues(text) & _CORRECTING)
 
 
 def abandonment_reward(

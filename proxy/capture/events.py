@@ -118,7 +118,10 @@ class SessionState:
     answered: set[str] = field(default_factory=set)
     last_llm_event: uuid.UUID | None = None
     answers: set[str] = field(default_factory=set)  # `answer_key`s this process recorded
-    last_request_key: int | None = None
+    last_request_key: int | None = None  # the last request whose answer was delivered
+    # The last answer the client never received: (its request's key, the event it answered,
+    # its llm_call), so the client's retry of that request links to it and is no re-ask.
+    undelivered: tuple[int, str | None, uuid.UUID] | None = None
     recorded: bool = False  # the trajectory record has been handed to the writer
     last_seen: float = field(default_factory=time.monotonic)
     outcome_reported: bool = False  # the agent reported a task outcome (/v1/events)
@@ -246,6 +249,7 @@ class PendingExchange:
     before: list[EventDocument]
     draft: EventDocument
     draft_id: uuid.UUID  # the llm_call's id (`draft["id"]` as text)
+    retry_of: uuid.UUID | None = None  # the undelivered call this request is a retry of
 
 
 def new_trajectory(
@@ -298,9 +302,16 @@ def begin_exchange(state: SessionState, exchange: Exchange) -> PendingExchange:
 
 
 def finish_exchange(
-    state: SessionState, pending: PendingExchange, response: dict[str, Any], latency_ms: float
+    state: SessionState,
+    pending: PendingExchange,
+    response: dict[str, Any],
+    latency_ms: float,
+    *,
+    delivered: bool = True,
 ) -> EventDocument:
-    """Phase two: the llm_call completed with the answer; the session state moves on."""
+    """Phase two: the llm_call completed with the answer; the session state moves on,
+    unless the client never received it (`delivered` false: it disconnected first), when
+    the session stays where the request left it for the client's retry."""
     choices = response.get("choices") or [{}]
     usage = response.get("usage") or {}
     answer = {"role": "assistant", **(choices[0].get("message") or {})}
@@ -313,6 +324,8 @@ def finish_exchange(
             _count(_detail(usage, "completion_tokens_details", "reasoning_tokens")) or None
         ),
         "stored_response": pending.exchange.stored_response,
+        "retry_of": str(pending.retry_of) if pending.retry_of else None,
+        "delivered": None if delivered else False,
     }
     if len(choices) > 1:
         extra["other_choices"] = [c.get("message") for c in choices[1:]]
@@ -334,6 +347,11 @@ def finish_exchange(
         "extra": {k: v for k, v in extra.items() if v is not None},
     }
     llm = {**pending.draft, "action": action, "metadata": metadata}
+    if not delivered:
+        key = hash(tuple(pending.keys))
+        state.undelivered = (key, pending.draft.get("parent_id"), pending.draft_id)
+        return llm
+    state.undelivered = None
     state.last_llm_event = pending.draft_id
     state.answers.add(extra["answer_key"])
     state.history = [*pending.keys, message_key(answer)]

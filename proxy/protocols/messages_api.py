@@ -88,9 +88,8 @@ async def create_message(request: Request) -> Response:
         chat["stream"] = True
     parsed = validated_chat(chat)
     agent = headers.get("x-evoplane-agent") or body["model"]
-    admitted = await admit(
-        gateway, identity, headers, agent, headers.get("x-session-id") or parsed.user
-    )
+    session = headers.get("x-session-id") or parsed.user
+    admitted = await admit(gateway, identity, headers, agent, session, request.is_disconnected)
     context = messages.MessageContext(
         messages.new_message_id(), body["model"], tuple(body.get("stop_sequences") or ())
     )

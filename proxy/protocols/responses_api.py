@@ -68,7 +68,7 @@ async def create_response(request: Request):
     session = (
         headers.get("x-session-id") or metadata.get("session_id") or previous_session or parsed.user
     )
-    admitted = await admit(gateway, identity, headers, agent, session)
+    admitted = await admit(gateway, identity, headers, agent, session, request.is_disconnected)
     context = responses.ResponseContext(responses.new_response_id(), body)
     recorded = None
     if body.get("store", True) is not False:

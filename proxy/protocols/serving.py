@@ -108,9 +108,11 @@ async def admit(
     headers: dict[str, str],
     agent: str,
     session: str | None,
+    gone: Callable[[], Awaitable[bool]] | None = None,
 ) -> Admitted:
     """Check that the key may use `agent` now (404/403/429 otherwise) and read the
-    request's training and evaluation headers; no session given starts a new one."""
+    request's training and evaluation headers, and whether an SDK retries it; no session
+    given starts a new one. `gone`: whether the client has disconnected."""
     await gateway.access.authorize(identity, agent)
     gateway.rate_limit.check(identity.tenant)
     try:
@@ -122,7 +124,16 @@ async def admit(
     traffic, pin, harness = _evaluation(headers)
     minted = not session
     session = new_session_id() if minted else str(session)[:200]
-    return Admitted(identity, agent, session, opt_out, traffic, pin, harness, minted)
+    retry = _retry_count(headers.get("x-stainless-retry-count"))
+    return Admitted(identity, agent, session, opt_out, traffic, pin, harness, minted, retry, gone)
+
+
+def _retry_count(header: str | None) -> int:
+    """The SDK's number for an automatic retry (0 for a first attempt; nonsense reads 0)."""
+    try:
+        return max(0, int(header or 0))
+    except ValueError:
+        return 0
 
 
 def _evaluation(headers: dict[str, str]) -> tuple[Traffic, str | None, bool]:
