@@ -23,6 +23,7 @@ __all__ = [
     "Drift",
     "FailureCluster",
     "FailureKind",
+    "FollowUpStats",
     "Mean",
     "ProcedureFailure",
     "Rate",
@@ -216,6 +217,26 @@ class Regression(_Value):
     design: RegressionDesign = RegressionDesign.BEFORE_AFTER
 
 
+class FollowUpStats(_Value):
+    """What users' follow-ups said, read without any score (`evolution.followups`).
+
+    Args:
+        read: follow-ups read (user messages after an answer).
+        dissatisfied: trajectories with a follow-up read as dissatisfaction, of the
+            window's trajectories: the failing share users told us about in words.
+        satisfied: trajectories whose follow-ups thanked, and none was dissatisfied.
+        signals: how often each signal was found among the dissatisfied follow-ups.
+        judge: how a judge model's reading was used (None: the agent has none).
+    """
+
+    read: int = Field(ge=0)
+    dissatisfied: Rate
+    satisfied: int = Field(ge=0)
+    signals: dict[str, int] = Field(default_factory=dict)
+    judge: str | None = None
+    judge_agreement: float | None = None
+
+
 class WindowStats(_Value):
     """The window, measured. Rates count trajectories unless named otherwise; counts and
     sums are of the sample when the window was sampled (`sampled_from`)."""
@@ -248,6 +269,12 @@ class WindowStats(_Value):
     drift: Drift | None
     canary: CanaryDelta | None
     regression: Regression | None
+    follow_ups: FollowUpStats | None = None
+    success_evidence: dict[str, int] = Field(
+        default_factory=dict,
+        description="trajectories whose success was judged by each kind of evidence: a "
+        "reported outcome, a user's rating, or their follow-ups",
+    )
 
 
 def trajectory_window(spec: WindowSpec, *, until: datetime | None = None) -> TrajectoryWindow:

@@ -31,11 +31,13 @@ from registry.tables import EventRow, RewardRow, TrajectoryRow
 
 __all__ = [
     "SAMPLE_SPACE",
+    "ConversationTurn",
     "LlmUsage",
     "ToolCallRecord",
     "TrajectoryWindow",
     "UserTurn",
     "WindowTrajectory",
+    "conversation_turns",
     "count_trajectories",
     "event_kinds",
     "follow_up_turns",
@@ -167,6 +169,19 @@ class UserTurn(BaseModel):
     trajectory_id: uuid.UUID
     parent_id: uuid.UUID  # the llm call it answers
     created_at: datetime
+    text: str | None
+
+
+class ConversationTurn(BaseModel):
+    """A user message, or an answer a user message follows or that answers one: what a
+    follow-up is read against (`conversation_turns`)."""
+
+    event_id: uuid.UUID
+    trajectory_id: uuid.UUID
+    parent_id: uuid.UUID | None
+    seq: int
+    created_at: datetime
+    speaker: str  # "user" or "agent"
     text: str | None
 
 
@@ -372,6 +387,56 @@ def follow_up_turns(session: Session, window: TrajectoryWindow) -> list[UserTurn
         )
         for event_id, trajectory_id, parent_id, created_at, messages in session.execute(statement)
     ]
+
+
+def conversation_turns(session: Session, window: TrajectoryWindow) -> list[ConversationTurn]:
+    """The window's conversations as the follow-up reading needs them, oldest first: every
+    user message, the answers users followed up on, and the answers to their follow-ups
+    (not every llm call: the rest are not read, and their bodies are heavy). An answer the
+    client never received (`metadata.extra.delivered` false) is left out."""
+    users = _window_events(
+        window,
+        EventKind.USER_MESSAGE,
+        EventRow.id,
+        EventRow.trajectory_id,
+        EventRow.parent_id,
+        EventRow.seq,
+        EventRow.created_at,
+        EventRow.body[("observation", "messages")],
+    )
+    followed = users.with_only_columns(EventRow.parent_id).where(EventRow.parent_id.is_not(None))
+    asked = users.with_only_columns(EventRow.id)
+    answers = _window_events(
+        window,
+        EventKind.LLM_CALL,
+        EventRow.id,
+        EventRow.trajectory_id,
+        EventRow.parent_id,
+        EventRow.seq,
+        EventRow.created_at,
+        EventRow.body[("action", "content")],
+        EventRow.body[("metadata", "extra", "delivered")],
+    ).where(sa.or_(EventRow.id.in_(followed), EventRow.parent_id.in_(asked)))
+    turns = [
+        ConversationTurn(
+            event_id=event_id, trajectory_id=trajectory_id, parent_id=parent_id, seq=seq,
+            created_at=created_at, speaker="user", text=_first_text(messages),
+        )
+        for event_id, trajectory_id, parent_id, seq, created_at, messages in session.execute(users)
+    ]  # fmt: skip
+    for event_id, trajectory_id, parent_id, seq, created_at, content, delivered in session.execute(
+        answers
+    ):
+        if delivered is False:
+            continue
+        text = content if isinstance(content, str) else None
+        turns.append(
+            ConversationTurn(
+                event_id=event_id, trajectory_id=trajectory_id, parent_id=parent_id, seq=seq,
+                created_at=created_at, speaker="agent", text=text,
+            )
+        )  # fmt: skip
+    return sorted(turns, key=lambda t: (t.created_at, t.seq))
 
 
 def _first_text(messages: Any) -> str | None:

@@ -16,6 +16,7 @@ from evolution.analysis.versions import canary_delta, holdback_at, stable_regres
 from evolution.window import CanaryDelta, Drift, Regression, WindowSpec, trajectory_window
 from registry import (
     SAMPLE_SPACE,
+    ConversationTurn,
     LlmUsage,
     Session,
     ToolCallRecord,
@@ -23,6 +24,7 @@ from registry import (
     UserTurn,
     WindowTrajectory,
     aliases_at,
+    conversation_turns,
     count_trajectories,
     follow_up_turns,
     get_agent,
@@ -71,6 +73,7 @@ class WindowRecords:
     tool_calls: list[ToolCallRecord]
     corrected: dict[uuid.UUID, uuid.UUID]
     turns: list[UserTurn]
+    conversation: list[ConversationTurn]
     drift: Drift | None
     canary: CanaryDelta | None
     regression: Regression | None
@@ -126,6 +129,7 @@ def _read_window(
         tool_calls=_distinct_tool_calls(tool_call_records(session, window)),
         corrected=_corrected_calls(session, window, by_trajectory(rewards)),
         turns=follow_up_turns(session, window),
+        conversation=conversation_turns(session, window),
         drift=task_drift(session, spec, window, trajectories, since, until),
         canary=canary_delta(session, spec, aliases, since, until),
         regression=stable_regression(session, spec, until, holdback),

@@ -6,6 +6,10 @@ domain's vocabulary.
 
 - A statement that carries a specific value (a number, a code, an address, a quoted name)
   supplies a fact: "It's 30 kg now", "the portal is vpn.example.net".
+- A directive about how to answer ("always...", "next time...", "you forgot...") is an
+  instruction, whatever values it carries; so is a request whose values are the user's
+  own (`own`: values one session alone states, such as their reference number): "please
+  quote my reference BK-1" asks for something of every answer, it states no fact.
 - Words of a tool the agent was offered ("you reset my password") point at tool use.
 - A request about how to answer ("please always...", "can you...", "next time...",
   "bitte...", "pouvez-vous...") is an instruction the agent's harness lacks.
@@ -52,6 +56,14 @@ _ASK = re.compile(
     r"|s'il vous pla[iî]t|s'il te pla[iî]t|svp|pouvez-vous|pourriez-vous|peux-tu"
     r"|la prochaine fois|merci de|dites-moi|por favor|puede|podr[ií]a|la pr[oó]xima vez"
     r"|dime|per favore|potresti|alsjeblieft)\b",
+    re.IGNORECASE,
+)
+# Directives about every answer from now on, however polite.
+_DIRECTIVE = re.compile(
+    r"\b(?:next time|from now on|in (?:the )?future|make sure|remember to|don'?t forget"
+    r"|you forgot|you didn'?t|you never|nächstes mal|künftig|in zukunft|ab jetzt"
+    r"|la prochaine fois|à l'avenir|désormais|la pr[oó]xima vez|en adelante"
+    r"|a partir de ahora|la prossima volta|d'ora in poi|da pr[oó]xima vez)\b",
     re.IGNORECASE,
 )
 # "Always"/"never" make a request only when addressed to the agent ("always ... with me");
@@ -132,27 +144,40 @@ def category_kind(category: str | None) -> CorrectionKind | None:
 
 
 def classify(
-    text: str, *, tools: Collection[str] = (), category: str | None = None
+    text: str,
+    *,
+    tools: Collection[str] = (),
+    category: str | None = None,
+    own: Collection[str] = (),
 ) -> CorrectionKind:
     """What `text`, a user's correction, is about.
 
     Args:
         tools: the names of the tools the agent offered in that conversation.
         category: the feedback category the user picked with it, if any.
+        own: values of `text` (lowercased, as `specifics` gives them) that are the user's
+            own rather than a fact's: a request carrying only these is an instruction.
     """
-    return category_kind(category) or _from_text(text, tools)
+    return category_kind(category) or _from_text(text, tools, frozenset(own))
 
 
-def _from_text(text: str, tools: Collection[str]) -> CorrectionKind:
+def _from_text(text: str, tools: Collection[str], own: frozenset[str]) -> CorrectionKind:
     """The first reading that applies, strongest evidence first."""
     if not _WORD.search(text):
         return CorrectionKind.OTHER
-    if specifics(text) or _NOTE.search(text):
+    if _NOTE.search(text):
+        return CorrectionKind.MISSING_FACT
+    if _directs(text):
+        return CorrectionKind.INSTRUCTION
+    values = specifics(text)
+    if values - own:
         return CorrectionKind.MISSING_FACT
     if any(name and name.lower() in text.lower() for name in tools):
         return CorrectionKind.TOOL_USE
     if _requests(text):
         return CorrectionKind.INSTRUCTION
+    if values and not text.rstrip().endswith("?"):  # their own values, stated: a fact
+        return CorrectionKind.MISSING_FACT
     if _names_tool_word(text, tools):
         return CorrectionKind.TOOL_USE
     if text.rstrip().endswith("?") or _PERSONAL.search(text) or _DEICTIC.match(text):
@@ -160,6 +185,16 @@ def _from_text(text: str, tools: Collection[str]) -> CorrectionKind:
     # A general statement states a fact when it says something: two words that mean anything
     # ("Passwords never expire"), not "Nope, that is not it".
     return CorrectionKind.MISSING_FACT if len(content_words(text)) >= 2 else CorrectionKind.OTHER
+
+
+def _directs(text: str) -> bool:
+    """It tells the agent how to answer from now on: a directive, an addressed habit, or a
+    request about the answers themselves."""
+    return bool(
+        _DIRECTIVE.search(text)
+        or _ABOUT_ANSWERS.search(text)
+        or (_HABIT.search(text) and _ADDRESSED.search(text))
+    )
 
 
 def _requests(text: str) -> bool:

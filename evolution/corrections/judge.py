@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from evolution.corrections.classify import CorrectionKind
+from evolution.followups.judge import FollowUpJudge, follow_up_judge_with
 
 __all__ = ["JUDGE_PROMPT", "CorrectionJudge", "JudgeReading", "judge_with", "parse_reading"]
 
@@ -69,15 +70,33 @@ def parse_reading(reply: str) -> JudgeReading | None:
     return None
 
 
+class _ModelJudge:
+    """A judge model's two readings: corrections (called) and follow-ups (`follow_ups`)."""
+
+    def __init__(self, judge: CorrectionJudge, follow_ups: FollowUpJudge) -> None:
+        self.judge, self.follow_ups = judge, follow_ups
+
+    def __call__(self, texts: Sequence[str]) -> list[JudgeReading | None]:
+        return self.judge(texts)
+
+
 def judge_with(
     complete: Callable[[str], str], *, concurrency: int = 4, limit: int = 400
 ) -> CorrectionJudge:
-    """A judge that asks `complete` about each text (`concurrency` at once).
+    """A judge that asks `complete` about each text (`concurrency` at once); its
+    `follow_ups` reads follow-ups with the same model (`evolution.followups.judge`).
 
     Args:
         limit: at most this many texts are judged (the newest, the end of the list); the
             rest keep the offline reading, so a huge window costs a bounded number of calls.
     """
+    follow_ups = follow_up_judge_with(complete, concurrency=concurrency, limit=limit)
+    return _ModelJudge(_correction_judge(complete, concurrency, limit), follow_ups)
+
+
+def _correction_judge(
+    complete: Callable[[str], str], concurrency: int, limit: int
+) -> CorrectionJudge:
 
     def ask(text: str) -> JudgeReading | None:
         try:

@@ -7,8 +7,16 @@ wrong, wherever it came from:
 - the words of a feedback report (its correction, or its critique when the report rates
   the answer down or names a category);
 - the user's next message after an answer judged wrong: by the gateway's next-turn signal,
-  an explicit rating of that answer, or, when feedback or a failed outcome names only the
-  trajectory, after any answer of that trajectory.
+  an explicit rating of that answer, the follow-up reading (`evolution.followups`: what
+  the message itself says, in any language, with no score at all), or, when feedback or a
+  failed outcome names only the trajectory, after any answer of that trajectory. A message
+  that only denies ("Das stimmt nicht.") is read with the user's next one, as one
+  correction.
+
+Values one session alone states (a user's own reference, date or amount) are the user's,
+not a fact: they are abstracted to their kind before a correction is classified and
+grouped, so requests that differ only in them are one request (`own_values`). A follow-up
+that asks for what the answer left out is an instruction the answers lacked.
 
 Each is classified (`classify`) and, in `correction_groups`, grouped by kind and meaning.
 Texts are the stored ones: the gateway has already redacted them.
@@ -16,21 +24,26 @@ Texts are the stored ones: the gateway has already redacted them.
 
 from __future__ import annotations
 
+import math
+import re
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from atdp import Reward, RewardSource
 from evolution.corrections.classify import CorrectionKind, category_kind, classify, specifics
 from evolution.corrections.judge import CorrectionJudge
 from evolution.corrections.meaning import group_by_meaning, join_nearest, label, terms
+from evolution.followups import Cue, FollowUp, Turn, cues, placeholder, read_follow_ups, values
 from evolution.window import WindowSpec, trajectory_window
 from registry import (
+    ConversationTurn,
     Session,
     UserTurn,
     WindowTrajectory,
+    conversation_turns,
     follow_up_turns,
     offered_tools,
     window_rewards,
@@ -41,8 +54,10 @@ __all__ = [
     "CorrectionGroup",
     "CorrectionRecords",
     "UserCorrection",
+    "conversation_of",
     "correction_groups",
     "correction_records",
+    "own_values",
     "read_corrections",
     "window_corrections",
 ]
@@ -58,6 +73,11 @@ _FAILED_STATUSES = frozenset({"failure", "error", "abandoned"})
 # (`join_nearest`), and those like none are grouped among themselves (again the most recent
 # MAX_GROUPED of them).
 MAX_GROUPED = 600
+# A value stated in the corrections of fewer sessions than this share of the sessions whose
+# corrections state values (and never fewer than _SHARED_MIN) is one user's own.
+_SHARED_SHARE = 0.1
+_SHARED_MIN = 3
+_SHARED_MIN_SESSIONS = 5
 
 
 @dataclass(frozen=True)
@@ -81,12 +101,22 @@ class UserCorrection:
     answer: uuid.UUID | None = None
     category: str | None = None
     about: str | None = None  # what a judge model said it is about, in a few words
+    own: frozenset[str] = frozenset()  # values of the text that are the user's own
+    asks: bool = False  # a follow-up asking for what the answer left out
 
     @property
     def supplies_fact(self) -> bool:
         """It gives the agent a fact: a missing fact, or anything that asserts a value (a
-        policy the user reported with its terms, "invoices within 30 days", say)."""
-        return self.kind is CorrectionKind.MISSING_FACT or bool(specifics(self.text))
+        policy the user reported with its terms, "invoices within 30 days", say); never a
+        user's own values."""
+        if self.kind is CorrectionKind.INSTRUCTION and self.own:
+            return False
+        return self.kind is CorrectionKind.MISSING_FACT or bool(specifics(self.text) - self.own)
+
+    @property
+    def request(self) -> str:
+        """What it asks for, its own values written as their kind ("⟨code⟩")."""
+        return abstract(self.text, self.own)
 
     @property
     def event_id(self) -> uuid.UUID | None:
@@ -111,11 +141,17 @@ class CorrectionRecords:
     rewards: list[Reward]
     tools: dict[uuid.UUID, set[str]]
     turns: list[UserTurn]
+    conversation: list[ConversationTurn] = field(default_factory=list)
 
     def corrections(self, judge: CorrectionJudge | None = None) -> list[UserCorrection]:
-        return read_corrections(
-            self.trajectories, self.rewards, self.tools, self.turns, judge=judge
+        follow_ups = read_follow_ups(
+            conversation_of(self.conversation),
+            {t.id: t.task_type or "" for t in self.trajectories},
         )
+        return read_corrections(
+            self.trajectories, self.rewards, self.tools, self.turns, judge=judge,
+            follow_ups=follow_ups, conversation=self.conversation,
+        )  # fmt: skip
 
 
 def correction_records(session: Session, spec: WindowSpec) -> CorrectionRecords:
@@ -126,6 +162,7 @@ def correction_records(session: Session, spec: WindowSpec) -> CorrectionRecords:
         window_rewards(session, traffic),
         offered_tools(session, traffic),
         follow_up_turns(session, traffic),
+        conversation_turns(session, traffic),
     )
 
 
@@ -143,6 +180,8 @@ def read_corrections(
     turns: Sequence[UserTurn],
     *,
     judge: CorrectionJudge | None = None,
+    follow_ups: Sequence[FollowUp] = (),
+    conversation: Sequence[ConversationTurn] = (),
 ) -> list[UserCorrection]:
     """The corrections in a window's records, oldest first (`window_corrections` reads
     them from the registry; the window analysis passes what it has read already).
@@ -152,14 +191,19 @@ def read_corrections(
         turns: the window's follow-up user turns.
         judge: a judge model's reading, where the agent has one: it decides the kind
             (a category the user picked still comes first) and what to group by.
+        follow_ups: the window's follow-ups as read (`evolution.followups`): a
+            dissatisfied one marks the answer it follows as wrong.
+        conversation: the window's user messages (`registry.conversation_turns`): a
+            value a user stated before correcting is theirs.
     """
     by_id = {t.id: t for t in trajectories}
     rewards = list(rewards)
     found = [
         *_feedback_corrections(rewards, by_id, tools),
-        *_turn_corrections(turns, rewards, by_id, tools),
+        *_turn_corrections(turns, rewards, by_id, tools, follow_ups),
     ]
     unique = _unique(sorted(found, key=lambda c: (c.at, c.source)))
+    unique = _with_own_values(unique, tools, conversation)
     return _judged_corrections(unique, judge) if judge is not None else unique
 
 
@@ -194,8 +238,80 @@ def correction_groups(corrections: Sequence[UserCorrection]) -> list[CorrectionG
 
 
 def _meaning(correction: UserCorrection) -> str:
-    """What a correction is grouped by: the judge's words for it, else its own."""
-    return correction.about or correction.text
+    """What a correction is grouped by: the judge's words for it, else its own with the
+    user's own values written as their kind."""
+    return correction.about or correction.request
+
+
+def conversation_of(turns: Iterable[ConversationTurn]) -> list[Turn]:
+    """The registry's conversation turns as the follow-up reading takes them."""
+    return [
+        Turn(t.event_id, t.trajectory_id, t.seq, t.speaker, t.text or "", t.parent_id)
+        for t in turns
+    ]
+
+
+def abstract(text: str, own: Iterable[str]) -> str:
+    """`text` with each of its `own` values (as `specifics` gives them) written as its kind."""
+    for value in sorted(own, key=len, reverse=True):
+        read = values(value)
+        kind = read[0].kind if read else "value"
+        text = re.sub(rf"(?<!\w){re.escape(value)}(?!\w)", placeholder(kind), text, flags=re.I)
+    return text
+
+
+def own_values(
+    corrections: Sequence[UserCorrection], said: Mapping[uuid.UUID, set[str]]
+) -> dict[int, frozenset[str]]:
+    """Per correction (by index), its values that are the user's own: stated by the user
+    before in the same trajectory (`said`), or in the corrections of too few sessions to
+    be a fact that many users share."""
+    sessions: dict[str, set[tuple[str, str]]] = defaultdict(set)
+    valued: set[tuple[str, str]] = set()
+    for correction in corrections:
+        for value in specifics(correction.text):
+            sessions[value].add((correction.tenant, correction.session))
+            valued.add((correction.tenant, correction.session))
+    # Too few sessions state values to tell a shared one from one user's: only what the
+    # user said before is theirs.
+    shared = max(_SHARED_MIN, math.ceil(_SHARED_SHARE * len(valued)))
+    if len(valued) < _SHARED_MIN_SESSIONS:
+        shared = 0
+    return {
+        index: frozenset(
+            value
+            for value in specifics(correction.text)
+            if value in said.get(correction.trajectory_id, set()) or len(sessions[value]) < shared
+        )
+        for index, correction in enumerate(corrections)
+    }
+
+
+def _with_own_values(
+    corrections: list[UserCorrection],
+    tools: Mapping[uuid.UUID, set[str]],
+    conversation: Sequence[ConversationTurn],
+) -> list[UserCorrection]:
+    """The corrections classified again with their own values known."""
+    said: dict[uuid.UUID, set[str]] = defaultdict(set)
+    corrected = {c.source for c in corrections}
+    for turn in conversation:
+        if turn.speaker == "user" and turn.text and str(turn.event_id) not in corrected:
+            said[turn.trajectory_id] |= specifics(turn.text)
+    own = own_values(corrections, said)
+    found = []
+    for index, correction in enumerate(corrections):
+        mine = own[index]
+        kind = classify(
+            correction.text,
+            tools=sorted(tools.get(correction.trajectory_id, ())),
+            category=correction.category,
+            own=mine,
+        )
+        if kind is CorrectionKind.OTHER and correction.asks:
+            kind = CorrectionKind.INSTRUCTION
+        found.append(replace(correction, kind=kind, own=mine))
+    return found
 
 
 # --- where corrections come from -----------------------------------------------------------
@@ -257,25 +373,34 @@ def _turn_corrections(
     rewards: Iterable[Reward],
     trajectories: Mapping[uuid.UUID, WindowTrajectory],
     tools: Mapping[uuid.UUID, set[str]],
+    follow_ups: Sequence[FollowUp] = (),
 ) -> list[UserCorrection]:
     """The user's next message after each answer judged wrong (the first reply to it; later
     replies move on). A reply that says only that the answer was wrong ("No.", "Nope,
-    that's not it") is read with the user's next message, where the correction follows."""
+    that's not it", "Das stimmt nicht.") is read with the user's next message, where the
+    correction follows: the two are one correction."""
     wrong_answers, wrong_trajectories = _judged(rewards, trajectories)
+    dissatisfied = {f.event_id: f for f in follow_ups if f.dissatisfied}
+    wrong_answers |= {f.answer_id for f in dissatisfied.values()}
     following = _following(turns)
     found: dict[uuid.UUID, UserCorrection] = {}
+    joined: set[uuid.UUID] = set()
     for turn in turns:
         trajectory = trajectories.get(turn.trajectory_id)
         if trajectory is None or not turn.text or turn.parent_id in found:
+            continue
+        if turn.event_id in joined:
             continue
         if turn.parent_id in wrong_answers or turn.trajectory_id in wrong_trajectories:
             text = turn.text
             later = following.get(turn.event_id)
             if later is not None and later.text and _says_only_wrong(text):
                 text = f"{text} {later.text}"
+                joined.add(later.event_id)
+            read = dissatisfied.get(turn.event_id)
             found[turn.parent_id] = _correction(
                 text, trajectory, tools, str(turn.event_id), turn.created_at,
-                answer=turn.parent_id,
+                answer=turn.parent_id, asks=read is not None and read.asks,
             )  # fmt: skip
     return list(found.values())
 
@@ -293,8 +418,14 @@ def _following(turns: Sequence[UserTurn]) -> dict[uuid.UUID, UserTurn]:
 
 
 def _says_only_wrong(text: str) -> bool:
-    """A reply with no content of its own: at most two words that mean anything."""
-    return classify(text) is CorrectionKind.OTHER and len(terms(text)) <= 2
+    """A reply with no content of its own: no value, and at most two words that mean
+    anything, or a denial in any language with at most three ("Das stimmt so nicht")."""
+    if specifics(text):
+        return False
+    count = len(terms(text))
+    if Cue.DENIAL in cues(text) and count <= 3:
+        return True
+    return classify(text) is CorrectionKind.OTHER and count <= 2
 
 
 def _judged(
@@ -325,6 +456,7 @@ def _correction(
     *,
     answer: uuid.UUID | None,
     category: str | None = None,
+    asks: bool = False,
 ) -> UserCorrection:
     offered = sorted(tools.get(trajectory.id, ()))
     return UserCorrection(
@@ -337,6 +469,7 @@ def _correction(
         at=at,
         answer=answer,
         category=category,
+        asks=asks,
     )
 
 

@@ -32,6 +32,7 @@ STOPWORDS = frozenset(
     dis dites""".split()
 )
 _SUFFIXES = ("ing", "ed", "es", "s")
+_UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\u0e00-\u0e7f]+")
 
 
 def folded(text: str) -> str:
@@ -47,5 +48,10 @@ def stem(word: str) -> str:
 
 
 def content_words(text: str) -> list[str]:
-    """The stems of the words that carry meaning (three letters or more, not stopwords)."""
-    return [stem(w) for w in WORD.findall(folded(text)) if len(w) > 2 and w not in STOPWORDS]
+    """The stems of the words that carry meaning (three letters or more, not stopwords);
+    in scripts written without spaces (Chinese, Japanese, Thai), their character pairs."""
+    spaced = _UNSPACED.sub(" ", folded(text))
+    found = [stem(w) for w in WORD.findall(spaced) if len(w) > 2 and w not in STOPWORDS]
+    for run in _UNSPACED.findall(folded(text)):
+        found += [run[i : i + 2] for i in range(len(run) - 1)] or [run]
+    return found

@@ -10,7 +10,13 @@ from evolution.decision.scoring import (
     regression_finding,
     rollback_findings,
 )
-from evolution.decision.words import breadth_text, cluster_symptom, rate_text, tenants_text
+from evolution.decision.words import (
+    breadth_text,
+    cluster_symptom,
+    evidence_text,
+    rate_text,
+    tenants_text,
+)
 from evolution.window import (
     WindowStats,
 )
@@ -72,8 +78,8 @@ def noop_reason(stats: WindowStats, config: PolicyConfig, change: ActionScore | 
     if not any(c.trajectories >= config.min_cluster_trajectories for c in stats.failures):
         return (
             f"nothing to fix: success {rate_text(stats.task_success)} over "
-            f"{stats.trajectories} trajectories and no failure cluster reaches "
-            f"{config.min_cluster_trajectories} trajectories"
+            f"{stats.trajectories} trajectories ({evidence_text(stats)}) and no failure "
+            f"cluster reaches {config.min_cluster_trajectories} trajectories"
         )
     if change is None:
         return "no change is allowed for this agent"

@@ -7,7 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from evolution.decision.records import Action, ActionScore, PolicyConfig
-from evolution.decision.words import breadth_text, interval_text, rate_text, span_text
+from evolution.decision.words import (
+    breadth_text,
+    evidence_text,
+    interval_text,
+    rate_text,
+    span_text,
+)
 from evolution.window import (
     CanaryDelta,
     FailureCluster,
@@ -380,7 +386,8 @@ def _nothing_to_address(
 def _baseline(stats: WindowStats, config: PolicyConfig) -> str:
     return (
         f"change nothing: success {rate_text(stats.task_success)} over "
-        f"{stats.trajectories} trajectories{sample_note(stats)}{drift_note(stats, config)}"
+        f"{stats.trajectories} trajectories{sample_note(stats)} ({evidence_text(stats)})"
+        f"{drift_note(stats, config)}"
     )
 
 

@@ -28,6 +28,7 @@ def window_signals(stats: WindowStats) -> dict[str, Signal]:
         "reward_low": stats.reward.low,
         "reward_high": stats.reward.high,
         "correction_rate": stats.correction_rate.rate,
+        **_evidence_signals(stats),
         "tool_error_rate": stats.tool_error_rate.rate,
         "failure_clusters": len(stats.failures),
         **_top_cluster_signals(stats.failures[0] if stats.failures else None),
@@ -43,6 +44,22 @@ def window_signals(stats: WindowStats) -> dict[str, Signal]:
         "regression_design": stats.regression.design.value if stats.regression else None,
         "cost_usd": stats.cost_usd,
         "cost_per_success": stats.cost_per_success,
+    }
+
+
+def _evidence_signals(stats: WindowStats) -> dict[str, Signal]:
+    """Which evidence judged success, and what users' follow-ups said."""
+    heard = stats.follow_ups
+    return {
+        **{
+            f"success_judged_by_{source}": stats.success_evidence.get(source, 0)
+            for source in ("outcome", "rating", "follow_up")
+        },
+        "follow_ups_read": heard.read if heard else None,
+        "dissatisfied_rate": heard.dissatisfied.rate if heard else None,
+        "dissatisfied_low": heard.dissatisfied.low if heard else None,
+        "dissatisfied_high": heard.dissatisfied.high if heard else None,
+        "follow_up_judge_agreement": heard.judge_agreement if heard else None,
     }
 
 

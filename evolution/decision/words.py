@@ -7,11 +7,13 @@ from evolution.window import (
     FailureKind,
     Mean,
     Rate,
+    WindowStats,
 )
 
 __all__ = [
     "breadth_text",
     "cluster_symptom",
+    "evidence_text",
     "interval_text",
     "rate_text",
     "span_text",
@@ -60,6 +62,25 @@ def span_text(tenants: int, task_types: int, tool_setups: int) -> str:
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def evidence_text(stats: WindowStats) -> str:
+    """Which evidence judged task success, and what follow-ups said: "judged by ratings 40,
+    follow-ups 12; follow-ups dissatisfied in 45% [33%, 58%] of trajectories"."""
+    sources = ", ".join(f"{_EVIDENCE[k]} {n}" for k, n in sorted(stats.success_evidence.items()))
+    judged = f"judged by {sources}" if sources else "no outcome, rating or follow-up judged it"
+    heard = stats.follow_ups
+    if heard is None or heard.read == 0:
+        return judged
+    said = (
+        f"; follow-ups read as dissatisfied in {rate_text(heard.dissatisfied)} of "
+        f"trajectories ({heard.read} follow-ups read"
+    )
+    judge = f"; judge model {heard.judge}" if heard.judge else ""
+    return f"{judged}{said}{judge})"
+
+
+_EVIDENCE = {"outcome": "outcomes", "rating": "ratings", "follow_up": "follow-ups"}
 
 
 def rate_text(rate: Rate) -> str:
