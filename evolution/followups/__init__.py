@@ -19,7 +19,7 @@ from evolution.followups.reading import (
     signal_counts,
     text_terms,
 )
-from evolution.followups.values import Value, abstracted, placeholder, values
+from evolution.followups.values import Value, abstracted, asked_for, placeholder, values
 
 __all__ = [
     "ASKING",
@@ -33,6 +33,7 @@ __all__ = [
     "Turn",
     "Value",
     "abstracted",
+    "asked_for",
     "cues",
     "fold",
     "follow_up_judge_with",

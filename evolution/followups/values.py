@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from evolution.followups.lexicon import fold
 
-__all__ = ["Value", "abstracted", "placeholder", "values"]
+__all__ = ["Value", "abstracted", "asked_for", "placeholder", "values"]
 
 _ADDRESS = (
     r"(?P<email>[\w.+-]+@[\w-]+(?:\.[\w-]+)+)"
@@ -97,3 +97,19 @@ def abstracted(text: str, own: Iterable[str]) -> str:
             parts += [text[last : value.start], placeholder(value.kind)]
             last = value.end
     return "".join([*parts, text[last:]])
+
+
+def asked_for(first: str, after: str) -> list[str]:
+    """What the agent gave once a user asked for it, that its first answer did not: the
+    values `after` states and `first` does not (one requirement, all of them), else the
+    sentences of `after` that `first` does not hold. A replayed first answer that states
+    these gives unasked what users had to ask for."""
+    before = {v.norm for v in values(first)}
+    added = [v.text for v in values(after) if v.norm not in before]
+    if added:
+        return [" ".join(dict.fromkeys(added))]
+    known = {fold(s).strip() for s in _SENTENCE.split(first)}
+    return [s.strip() for s in _SENTENCE.split(after) if s.strip() and fold(s).strip() not in known]
+
+
+_SENTENCE = re.compile(r"(?<=[.!?。！？])\s*")

@@ -143,7 +143,7 @@ def harness_cases(session: Session, window: WindowSpec, *, per_kind: int = 20) -
                 messages=body["messages"],
                 recorded_answer=call.action.content or "",
                 succeeded=recorded.recorded_success,
-                required_facts=facts.get(trajectory_id, []),
+                required_facts=_required(facts.get(trajectory_id, []), _asked(recorded)),
                 requests=requests.get(trajectory_id, []),
                 tools=body.get("tools", []) if called else [],
                 recorded_tools=called,
@@ -190,10 +190,22 @@ def _corrections_by_trajectory(
             if fact:
                 facts.setdefault(trajectory, []).append(fact)
         elif correction.kind is not CorrectionKind.OTHER:
-            requests.setdefault(trajectory, []).append(correction.text.strip())
+            # In the user's words, their own values written as their kind.
+            requests.setdefault(trajectory, []).append(correction.request.strip())
         if correction.kind is CorrectionKind.TOOL_USE:
             tool_blamed.add(trajectory)
     return _unique_values(facts), _unique_values(requests), tool_blamed
+
+
+def _asked(recorded: Any) -> list[str]:
+    context = getattr(recorded, "context", None)
+    return list(context.asked_for) if context is not None else []
+
+
+def _required(facts: list[str], asked: list[str]) -> list[str]:
+    """What a good first answer states: the facts users supplied, and what they had to ask
+    for (`ScoringContext.asked_for`)."""
+    return list(dict.fromkeys([*facts, *asked]))
 
 
 def _unique_values(found: dict[str, list[str]]) -> dict[str, list[str]]:

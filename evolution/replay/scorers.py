@@ -47,11 +47,14 @@ class ScoringContext(_Value):
             [0, 1]; preferred over `recorded_success` when both are given.
         recorded_success: whether the recorded trajectory succeeded (its outcome status).
         required_facts: facts a good answer must state, e.g. corrections users gave.
+        asked_for: what users had to ask for after the first answer (what the agent then
+            gave): a good first answer gives it unasked.
     """
 
     recorded_reward: float | None = Field(default=None, ge=0.0, le=1.0)
     recorded_success: bool | None = None
     required_facts: list[str] = Field(default_factory=list)
+    asked_for: list[str] = Field(default_factory=list)
 
 
 class ReplayScore(_Value):
@@ -170,7 +173,9 @@ class RequiredFacts:
     feedback, in the final answer. "States" is `evolution.memory.distil.states_fact`: the
     fact's values, or most of its words, however the answer puts them.
 
-    Facts given here are used for every trajectory; without them, the context's facts.
+    Facts given here are used for every trajectory; without them, the context's facts,
+    and what users had to ask for (`ScoringContext.asked_for`), which the answer before
+    the user's first follow-up must give.
     """
 
     name = "required_facts"
@@ -182,10 +187,13 @@ class RequiredFacts:
         self, replayed: ReplayedTrajectory, recorded: list[Event], context: ScoringContext
     ) -> float | None:
         facts = self.facts or context.required_facts
-        if not facts or not replayed.steps:
+        asked = [] if self.facts else context.asked_for
+        if not (facts or asked) or not replayed.steps:
             return None
         stated = [states_fact(answer_before(replayed, fact) or "", fact) for fact in facts]
-        return sum(stated) / len(facts)
+        first = first_answer(replayed) or ""
+        stated += [states_fact(first, wanted) for wanted in asked]
+        return sum(stated) / len(stated)
 
 
 def answer_before(replayed: ReplayedTrajectory, fact: str) -> str | None:
@@ -194,6 +202,20 @@ def answer_before(replayed: ReplayedTrajectory, fact: str) -> str | None:
     for step in replayed.steps:
         users = [_text(m) for m in step.request.get("messages") or [] if m.get("role") == "user"]
         if any(states_fact(text, fact) for text in users[1:]):
+            break
+        content = action_of(step.response).content
+        if content and content.strip():
+            answer = content
+    return answer
+
+
+def first_answer(replayed: ReplayedTrajectory) -> str | None:
+    """The last text the version said before the user's first follow-up: its answer to the
+    first request."""
+    answer = None
+    for step in replayed.steps:
+        users = [m for m in step.request.get("messages") or [] if m.get("role") == "user"]
+        if len(users) > 1:
             break
         content = action_of(step.response).content
         if content and content.strip():
