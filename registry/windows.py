@@ -391,9 +391,9 @@ def follow_up_turns(session: Session, window: TrajectoryWindow) -> list[UserTurn
 
 def conversation_turns(session: Session, window: TrajectoryWindow) -> list[ConversationTurn]:
     """The window's conversations as the follow-up reading needs them, oldest first: every
-    user message, the answers users followed up on, and the answers to their follow-ups
-    (not every llm call: the rest are not read, and their bodies are heavy). An answer the
-    client never received (`metadata.extra.delivered` false) is left out."""
+    user message, and the answers (llm calls) of the trajectories where a user followed up
+    on one (a single-turn trajectory's answer is never read: llm call bodies are heavy).
+    An answer the client never received (`metadata.extra.delivered` false) is left out."""
     users = _window_events(
         window,
         EventKind.USER_MESSAGE,
@@ -404,8 +404,9 @@ def conversation_turns(session: Session, window: TrajectoryWindow) -> list[Conve
         EventRow.created_at,
         EventRow.body[("observation", "messages")],
     )
-    followed = users.with_only_columns(EventRow.parent_id).where(EventRow.parent_id.is_not(None))
-    asked = users.with_only_columns(EventRow.id)
+    followed = users.with_only_columns(EventRow.trajectory_id).where(
+        EventRow.parent_id.is_not(None)
+    )
     answers = _window_events(
         window,
         EventKind.LLM_CALL,
@@ -416,7 +417,7 @@ def conversation_turns(session: Session, window: TrajectoryWindow) -> list[Conve
         EventRow.created_at,
         EventRow.body[("action", "content")],
         EventRow.body[("metadata", "extra", "delivered")],
-    ).where(sa.or_(EventRow.id.in_(followed), EventRow.parent_id.in_(asked)))
+    ).where(EventRow.trajectory_id.in_(followed))
     turns = [
         ConversationTurn(
             event_id=event_id, trajectory_id=trajectory_id, parent_id=parent_id, seq=seq,

@@ -103,6 +103,7 @@ class UserCorrection:
     about: str | None = None  # what a judge model said it is about, in a few words
     own: frozenset[str] = frozenset()  # values of the text that are the user's own
     asks: bool = False  # a follow-up asking for what the answer left out
+    elicited: tuple[str, ...] = ()  # the kinds of values the agent gave once asked
 
     @property
     def supplies_fact(self) -> bool:
@@ -117,6 +118,14 @@ class UserCorrection:
     def request(self) -> str:
         """What it asks for, its own values written as their kind ("⟨code⟩")."""
         return abstract(self.text, self.own)
+
+    @property
+    def meaning(self) -> str:
+        """What it is grouped by: the judge's words for it, else its request, with the
+        kinds of what the agent gave once asked (requests in other words that got the
+        same back ask for the same)."""
+        asked = " ".join(placeholder(kind) for kind in self.elicited)
+        return f"{self.about or self.request} {asked}".strip()
 
     @property
     def event_id(self) -> uuid.UUID | None:
@@ -238,9 +247,7 @@ def correction_groups(corrections: Sequence[UserCorrection]) -> list[CorrectionG
 
 
 def _meaning(correction: UserCorrection) -> str:
-    """What a correction is grouped by: the judge's words for it, else its own with the
-    user's own values written as their kind."""
-    return correction.about or correction.request
+    return correction.meaning
 
 
 def conversation_of(turns: Iterable[ConversationTurn]) -> list[Turn]:
@@ -287,6 +294,14 @@ def own_values(
     }
 
 
+def _states_nothing(kind: CorrectionKind, text: str, own: frozenset[str]) -> bool:
+    """A reading that a follow-up asking for what the answer left out overrides: nothing,
+    or a "fact" without a value of its own (a question in a script without spaces)."""
+    return kind is CorrectionKind.OTHER or (
+        kind is CorrectionKind.MISSING_FACT and not specifics(text) - own
+    )
+
+
 def _with_own_values(
     corrections: list[UserCorrection],
     tools: Mapping[uuid.UUID, set[str]],
@@ -308,7 +323,7 @@ def _with_own_values(
             category=correction.category,
             own=mine,
         )
-        if kind is CorrectionKind.OTHER and correction.asks:
+        if correction.asks and _states_nothing(kind, correction.text, mine):
             kind = CorrectionKind.INSTRUCTION
         found.append(replace(correction, kind=kind, own=mine))
     return found
@@ -401,6 +416,7 @@ def _turn_corrections(
             found[turn.parent_id] = _correction(
                 text, trajectory, tools, str(turn.event_id), turn.created_at,
                 answer=turn.parent_id, asks=read is not None and read.asks,
+                elicited=read.elicited if read is not None else (),
             )  # fmt: skip
     return list(found.values())
 
@@ -457,6 +473,7 @@ def _correction(
     answer: uuid.UUID | None,
     category: str | None = None,
     asks: bool = False,
+    elicited: tuple[str, ...] = (),
 ) -> UserCorrection:
     offered = sorted(tools.get(trajectory.id, ()))
     return UserCorrection(
@@ -470,6 +487,7 @@ def _correction(
         answer=answer,
         category=category,
         asks=asks,
+        elicited=elicited,
     )
 
 

@@ -6,7 +6,9 @@ Each follow-up (a user message that answers an agent's answer) is read for signa
   and unit, another value: "30 kg" after "20 kg"); it restates a value the conversation
   held before the answer and the answer left out (the answer should have given it); it
   repeats or re-asks the session's first request; the agent's reply to it retracts the
-  answer ("you're right, ..."); the session runs longer than its task type usually does;
+  answer ("you're right, ..."), or gives back what the user had said before and the answer
+  left out (the user had to ask for it: `elicited`); the session runs longer than its task
+  type usually does;
 - lexical, in the lexicon's 26 languages (`evolution.followups.lexicon`): a denial, an
   "again / repeat / confirm", an instruction about answers; thanks.
 
@@ -48,6 +50,7 @@ class Signal(StrEnum):
     OMITTED = "omitted"
     REASK = "reask"
     RETRACTION = "retraction"
+    ELICITED = "elicited"
     TOPIC_QUESTION = "topic_question"
     LONG_SESSION = "long_session"
     THANKS = "thanks"
@@ -62,11 +65,14 @@ STRONG = frozenset(
         Signal.OMITTED,
         Signal.REASK,
         Signal.RETRACTION,
+        Signal.ELICITED,
     }
 )
 WEAK = frozenset({Signal.TOPIC_QUESTION, Signal.LONG_SESSION})
 # Signals of a user asking for something the answer did not give.
-ASKING = frozenset({Signal.AGAIN, Signal.OMITTED, Signal.REASK, Signal.TOPIC_QUESTION})
+ASKING = frozenset(
+    {Signal.AGAIN, Signal.OMITTED, Signal.REASK, Signal.TOPIC_QUESTION, Signal.ELICITED}
+)
 
 _QUESTION = re.compile(r"[?？؟]\s*$|^\s*¿")
 _TERM = re.compile(r"[^\W\d_]+")
@@ -105,6 +111,8 @@ class FollowUp:
     answer: str
     signals: frozenset[Signal] = field(default_factory=frozenset)
     judged: bool | None = None  # a trusted judge model's verdict, where it gave one
+    # The kinds of the values the agent's reply gave back once asked ("date", "time").
+    elicited: tuple[str, ...] = ()
 
     @property
     def dissatisfied(self) -> bool:
@@ -139,25 +147,49 @@ def read_conversation(turns: Sequence[Turn], long_session: bool = False) -> list
     """Every follow-up of one trajectory's conversation (its turns in order), read."""
     ordered = sorted(turns, key=lambda t: t.seq)
     answers = {t.event_id: t for t in ordered if t.speaker == "agent"}
-    replies = {t.parent_id: t for t in ordered if t.speaker == "agent" and t.parent_id}
     said: list[Turn] = []
     found = []
-    for turn in ordered:
+    for index, turn in enumerate(ordered):
         if turn.speaker != "user":
             continue
         answer = answers.get(turn.parent_id) if turn.parent_id else None
         if answer is not None and said:
-            signals = _signals(turn, answer, said, replies.get(turn.event_id))
+            reply = _reply(ordered[index + 1 :])
+            signals = _signals(turn, answer, said, reply)
+            elicited = _elicited(answer, said, reply)
+            if elicited:
+                signals.add(Signal.ELICITED)
             if long_session:
-                signals |= {Signal.LONG_SESSION}
+                signals.add(Signal.LONG_SESSION)
             found.append(
                 FollowUp(
                     turn.event_id, turn.trajectory_id, answer.event_id, turn.text,
-                    answer.text, frozenset(signals),
+                    answer.text, frozenset(signals), elicited=elicited,
                 )
             )  # fmt: skip
         said.append(turn)
     return found
+
+
+def _reply(rest: Sequence[Turn]) -> Turn | None:
+    """The agent's first answer in words after a user's message (before the next one)."""
+    for turn in rest:
+        if turn.speaker == "user":
+            return None
+        if turn.text.strip():
+            return turn
+    return None
+
+
+def _elicited(answer: Turn, said: Sequence[Turn], reply: Turn | None) -> tuple[str, ...]:
+    """The kinds of the values the reply gives back from what the user said before, which
+    the answer left out: the user had to ask for them."""
+    if reply is None:
+        return ()
+    before = {v.norm for turn in said for v in values(turn.text)}
+    answered = {v.norm for v in values(answer.text)}
+    kinds = [v.kind for v in values(reply.text) if v.norm in before and v.norm not in answered]
+    return tuple(dict.fromkeys(kinds))
 
 
 def read_follow_ups(
