@@ -7,6 +7,12 @@ last trajectories before the window) as a covariate, which the judge uses to tak
 between-tenant spread out of its interval (CUPED). A shadow
 step has no user feedback (its answers are never shown), so it is judged on what can be
 read off the answer itself: upstream errors and malformed tool calls.
+
+Many users never rate and never report an outcome: they complain when an answer fails them
+(the gateway records a next turn that denies or asks again as an implicit 0) and say
+nothing when it served them. So in a canary a served trajectory that carries no reward at
+all counts as accepted (1.0): without that, a version whose users only ever complain
+could never be shown better than another.
 """
 
 from __future__ import annotations
@@ -51,12 +57,19 @@ def _served(session: Session, spec: WindowSpec, version_id: str, traffic: Traffi
 
 
 def _rewards(
-    session: Session, rows: list[WindowTrajectory]
+    session: Session, rows: list[WindowTrajectory], answered: set[uuid.UUID] | None = None
 ) -> list[tuple[WindowTrajectory, float]]:
-    """Each trajectory with its effective reward, those without one left out."""
+    """Each trajectory with its effective reward; one without any counts as accepted (1.0)
+    when it is among `answered` (it got an answer nobody complained about), else is left
+    out."""
     rewards = rewards_by_trajectory(session, [row.id for row in rows])
     found = [(row, effective_reward(rewards.get(row.id, []))) for row in rows]
-    return [(row, reward.value) for row, reward in found if reward is not None]
+    accepted = answered or set()
+    return [
+        (row, reward.value if reward is not None else 1.0)
+        for row, reward in found
+        if reward is not None or row.id in accepted
+    ]
 
 
 def _reward_samples(
@@ -73,7 +86,7 @@ def _reward_samples(
             key=str(row.id),
             covariate=before.get(row.tenant, overall),
         )
-        for row, value in _rewards(session, served.trajectories)
+        for row, value in _rewards(session, served.trajectories, answered=set(served.calls))
     ]
 
 

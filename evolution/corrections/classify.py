@@ -27,6 +27,7 @@ from collections.abc import Collection
 from enum import StrEnum
 
 from evolution.corrections.words import content_words
+from evolution.followups.lexicon import Cue, cues
 
 __all__ = ["CorrectionKind", "category_kind", "classify", "specifics", "tool_words"]
 
@@ -174,7 +175,7 @@ def _from_text(text: str, tools: Collection[str], own: frozenset[str]) -> Correc
         return CorrectionKind.MISSING_FACT
     if any(name and name.lower() in text.lower() for name in tools):
         return CorrectionKind.TOOL_USE
-    if _requests(text):
+    if _requests(text, own=bool(values)):
         return CorrectionKind.INSTRUCTION
     if values and not text.rstrip().endswith("?"):  # their own values, stated: a fact
         return CorrectionKind.MISSING_FACT
@@ -197,11 +198,16 @@ def _directs(text: str) -> bool:
     )
 
 
-def _requests(text: str) -> bool:
-    """It asks the agent to do something: a request, an addressed habit, an imperative."""
+def _requests(text: str, *, own: bool = False) -> bool:
+    """It asks the agent to do something: a request (in any of the follow-up lexicon's
+    languages), an addressed habit, an imperative; or, carrying the user's own values, a
+    habit ("zawsze podawaj numer ...")."""
     sentences = re.split(r"(?<=[.!?])\s+", text.strip())
+    said = cues(text)
     return bool(
-        _ASK.search(text)
+        Cue.PLEASE in said
+        or (own and Cue.INSTRUCTION in said)
+        or _ASK.search(text)
         or _ABOUT_ANSWERS.search(text)
         or (_HABIT.search(text) and _ADDRESSED.search(text))
         or any(_IMPERATIVE.match(sentence) for sentence in sentences)

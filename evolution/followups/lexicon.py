@@ -7,7 +7,9 @@ pattern per cue. The cues are the ways a follow-up says an answer did not do:
 - `again`: the user asks again, to repeat or confirm ("can you confirm", "otra vez", "もう一度");
 - `instruction`: the user says how answers should be ("next time", "always", "zawsze");
 - `thanks`: the user is satisfied ("thanks", "merci", "спасибо");
-- `retraction`: the agent takes its previous answer back ("you're right", "申し訳").
+- `retraction`: the agent takes its previous answer back ("you're right", "申し訳");
+- `please`: a polite request ("please", "proszę", "お願い"), which tells a request from a
+  statement (not a complaint in itself).
 
 A denial word alone ("no", "nein", "нет") counts only where a message opens with it: inside a
 sentence it is ordinary negation. Scripts written without spaces (Chinese, Japanese, Thai)
@@ -37,6 +39,7 @@ class Cue(StrEnum):
     INSTRUCTION = "instruction"
     THANKS = "thanks"
     RETRACTION = "retraction"
+    PLEASE = "please"  # a polite request: not a complaint, but what makes words a request
 
 
 # Words that deny only when a message opens with them.
@@ -84,6 +87,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         Cue.RETRACTION: "you're right|you are right|my mistake|my apologies|i apologize"
         "|i apologise|i was wrong|i made a mistake|sorry for the confusion|correction:"
         "|let me correct",
+        Cue.PLEASE: "please|pls|could you|can you|would you",
     },
     "de": {
         Cue.DENIAL: "stimmt nicht|ist falsch|nicht richtig|nicht korrekt|das ist falsch"
@@ -95,6 +99,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         Cue.THANKS: "danke|vielen dank|super|perfekt|passt|prima|klasse",
         Cue.RETRACTION: "entschuldigung|entschuldigen sie|sie haben recht|du hast recht"
         "|mein fehler|korrektur|ich habe mich geirrt",
+        Cue.PLEASE: "bitte|können sie|könnten sie|kannst du",
     },
     "fr": {
         Cue.DENIAL: "c'est faux|pas correct|pas juste|incorrect|ce n'est pas ça"
@@ -106,6 +111,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         Cue.THANKS: "merci|parfait|super|génial|très bien",
         Cue.RETRACTION: "désolé|désolée|pardon|vous avez raison|tu as raison|mon erreur"
         "|je me suis trompé|toutes mes excuses",
+        Cue.PLEASE: "s'il vous plaît|s'il te plaît|svp|pouvez-vous|pourriez-vous|merci de",
     },
     "es": {
         Cue.DENIAL: "no es correcto|incorrecto|no es así|eso no es|está mal|no es cierto"
@@ -116,6 +122,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         "|no olvides|olvidó|olvidaste|asegúrese|asegúrate",
         Cue.THANKS: "gracias|perfecto|genial|excelente|muy bien",
         Cue.RETRACTION: "disculpe|perdón|lo siento|tiene razón|tienes razón|me equivoqué|mi error",
+        Cue.PLEASE: "por favor|puede|podría|podrías",
     },
     "it": {
         Cue.DENIAL: "non è corretto|sbagliato|non è giusto|non è vero|si sbaglia|ti sbagli"
@@ -126,6 +133,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         "|non dimenticare|ha dimenticato|hai dimenticato|si ricordi",
         Cue.THANKS: "grazie|perfetto|ottimo|benissimo",
         Cue.RETRACTION: "mi scusi|scusa|ha ragione|hai ragione|mi sono sbagliato|errore mio",
+        Cue.PLEASE: "per favore|per piacere|potrebbe|potresti|può",
     },
     "pt": {
         Cue.DENIAL: "não está certo|não é isso|está errado|incorreto|não é verdade"
@@ -136,6 +144,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         "|não se esqueça|esqueceu|lembre-se",
         Cue.THANKS: "obrigado|obrigada|valeu|perfeito|ótimo",
         Cue.RETRACTION: "desculpe|desculpa|tem razão|você está certo|me enganei|meu erro",
+        Cue.PLEASE: "por favor|pode|poderia",
     },
     "nl": {
         Cue.DENIAL: "klopt niet|is fout|niet juist|niet correct|dat is niet|niet wat ik",
@@ -144,6 +153,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         "|je bent vergeten|u bent vergeten",
         Cue.THANKS: "dank je|dank u|bedankt|perfect|top|prima",
         Cue.RETRACTION: "excuses|u heeft gelijk|je hebt gelijk|mijn fout|mijn excuses",
+        Cue.PLEASE: "alsjeblieft|alstublieft|graag|kunt u|kun je",
     },
     "pl": {
         Cue.DENIAL: "nieprawda|niepoprawnie|to jest źle|to nie tak|błędnie|pomyłka|pomylił",
@@ -153,6 +163,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         "|zapomniał|pamiętaj",
         Cue.THANKS: "dziękuję|dzięki|świetnie|super|doskonale",
         Cue.RETRACTION: "przepraszam|ma pan rację|ma pani rację|masz rację|mój błąd",
+        Cue.PLEASE: "proszę|czy może pan|czy możesz",
     },
     "sv": {
         Cue.DENIAL: "stämmer inte|det är fel|inte rätt|inte korrekt",
@@ -160,6 +171,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         Cue.INSTRUCTION: "nästa gång|hädanefter|i framtiden|alltid|glöm inte|du glömde",
         Cue.THANKS: "tack|perfekt|toppen|utmärkt",
         Cue.RETRACTION: "förlåt|ursäkta|du har rätt|mitt fel",
+        Cue.PLEASE: "snälla|vänligen|kan du",
     },
     "da": {
         Cue.DENIAL: "det passer ikke|det er forkert|ikke rigtigt|ikke korrekt",
@@ -167,6 +179,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         Cue.INSTRUCTION: "næste gang|fremover|i fremtiden|altid|glem ikke|du glemte",
         Cue.THANKS: "tak|perfekt|fint",
         Cue.RETRACTION: "undskyld|du har ret|min fejl",
+        Cue.PLEASE: "venligst|kan du",
     },
     "no": {
         Cue.DENIAL: "stemmer ikke|det er feil|ikke riktig|ikke korrekt",
@@ -174,6 +187,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         Cue.INSTRUCTION: "neste gang|heretter|i fremtiden|alltid|ikke glem|du glemte",
         Cue.THANKS: "takk|perfekt|supert",
         Cue.RETRACTION: "beklager|unnskyld|du har rett|min feil",
+        Cue.PLEASE: "vennligst|kan du",
     },
     "fi": {
         Cue.DENIAL: "ei pidä paikkaansa|väärin|ei ole oikein|virheellinen",
@@ -181,6 +195,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         Cue.INSTRUCTION: "ensi kerralla|jatkossa|tulevaisuudessa|aina|muista|unohdit",
         Cue.THANKS: "kiitos|täydellistä|loistavaa",
         Cue.RETRACTION: "anteeksi|olet oikeassa|olette oikeassa|virheeni",
+        Cue.PLEASE: "ole hyvä|voisitko|voisitteko|pyydän",
     },
     "cs": {
         Cue.DENIAL: "to není pravda|není správně|špatně|chybně|to je chyba",
@@ -189,6 +204,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         Cue.INSTRUCTION: "příště|odteď|v budoucnu|vždy|nezapomeň|nezapomeňte|zapomněl",
         Cue.THANKS: "děkuji|díky|skvělé|výborně",
         Cue.RETRACTION: "omlouvám|máte pravdu|máš pravdu|moje chyba",
+        Cue.PLEASE: "prosím|můžete|mohl byste",
     },
     "tr": {
         Cue.DENIAL: "yanlış|doğru değil|öyle değil|hatalı",
@@ -197,6 +213,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         "|unuttun|unuttunuz",
         Cue.THANKS: "teşekkür|sağ ol|sağol|harika|mükemmel",
         Cue.RETRACTION: "özür|kusura bakma|haklısınız|haklısın|hatam",
+        Cue.PLEASE: "lütfen|rica ederim",
     },
     "ru": {
         Cue.DENIAL: "неправильно|неверно|не так|неправда|это ошибка|вы ошиблись",
@@ -206,6 +223,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         "|не забыв|не забудьте|забыли|обязательно",
         Cue.THANKS: "спасибо|отлично|супер|прекрасно",
         Cue.RETRACTION: "извините|простите|вы правы|ты прав|моя ошибка|я ошиб",
+        Cue.PLEASE: "пожалуйста|прошу|не могли бы",
     },
     "uk": {
         Cue.DENIAL: "неправильно|невірно|не так|неправда|помилка",
@@ -213,6 +231,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         Cue.INSTRUCTION: "наступного разу|надалі|відтепер|завжди|ніколи|не забува|забули",
         Cue.THANKS: "дякую|чудово|відмінно",
         Cue.RETRACTION: "вибачте|перепрошую|ви праві|моя помилка",
+        Cue.PLEASE: "будь ласка|прошу",
     },
     "el": {
         Cue.DENIAL: "λάθος|δεν είναι σωστό|δεν ισχύει|λανθασμένο",
@@ -221,6 +240,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         "|μην ξεχνάς|μην ξεχνάτε|ξέχασες|ξεχάσατε",
         Cue.THANKS: "ευχαριστώ|τέλεια|τέλειο|υπέροχα",
         Cue.RETRACTION: "συγγνώμη|έχετε δίκιο|έχεις δίκιο|λάθος μου",
+        Cue.PLEASE: "παρακαλώ",
     },
     "ar": {
         Cue.DENIAL: "خطأ|غير صحيح|ليس صحيحا|ليس صحيح|هذا غلط|غلط",
@@ -228,6 +248,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         Cue.INSTRUCTION: "في المرة القادمة|من الآن|في المستقبل|دائما|أبدا|لا تنس|نسيت",
         Cue.THANKS: "شكرا|ممتاز|رائع",
         Cue.RETRACTION: "عذرا|آسف|أنت محق|معك حق|خطئي",
+        Cue.PLEASE: "من فضلك|رجاء|لو سمحت",
     },
     "he": {
         Cue.DENIAL: "לא נכון|שגוי|טעות",
@@ -235,6 +256,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         Cue.INSTRUCTION: "בפעם הבאה|מעכשיו|בעתיד|תמיד|אף פעם|אל תשכח|אל תשכחי|שכחת",
         Cue.THANKS: "תודה|מעולה|מושלם",
         Cue.RETRACTION: "סליחה|מצטער|מצטערת|אתה צודק|את צודקת|טעות שלי",
+        Cue.PLEASE: "בבקשה|אנא",
     },
     "hi": {
         Cue.DENIAL: "गलत|ग़लत|सही नहीं|ठीक नहीं",
@@ -242,6 +264,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         Cue.INSTRUCTION: "अगली बार|अब से|भविष्य में|हमेशा|कभी नहीं|मत भूलना|भूल गए",
         Cue.THANKS: "धन्यवाद|शुक्रिया|बढ़िया|बहुत अच्छा",
         Cue.RETRACTION: "माफ़|माफ|क्षमा|आप सही|मेरी गलती",
+        Cue.PLEASE: "कृपया|प्लीज़",
     },
     "ja": {
         Cue.DENIAL: "違います|違う|ちがう|間違|正しくない|そうではない|そうじゃない",
@@ -249,6 +272,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         Cue.INSTRUCTION: "次回|今後|これから|いつも|必ず|常に|忘れ",
         Cue.THANKS: "ありがとう|完璧|助かりました|了解しました",
         Cue.RETRACTION: "申し訳|すみません|ごめん|おっしゃる通り|失礼しました|訂正",
+        Cue.PLEASE: "お願い|ください|下さい",
     },
     "zh": {
         Cue.DENIAL: "不对|不是这样|错了|搞错|不正确|有误",
@@ -256,6 +280,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         Cue.INSTRUCTION: "下次|今后|以后都|以后请|总是|一定要|务必|别忘|忘了",
         Cue.THANKS: "谢谢|多谢|完美|太好了",
         Cue.RETRACTION: "抱歉|对不起|不好意思|你说得对|您说得对|我错了|更正",
+        Cue.PLEASE: "请|麻烦",
     },
     "ko": {
         Cue.DENIAL: "틀렸|아닙니다|아니에요|잘못|맞지 않",
@@ -263,6 +288,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         Cue.INSTRUCTION: "다음에|다음부터|앞으로|항상|절대|잊지|잊었|반드시",
         Cue.THANKS: "감사|고맙|완벽",
         Cue.RETRACTION: "죄송|미안|맞습니다|말씀이 맞|제 실수|정정",
+        Cue.PLEASE: "주세요|부탁|해 주",
     },
     "id": {
         Cue.DENIAL: "salah|tidak benar|bukan itu|keliru",
@@ -270,6 +296,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         Cue.INSTRUCTION: "lain kali|mulai sekarang|ke depan|selalu|jangan pernah|jangan lupa|lupa",
         Cue.THANKS: "terima kasih|makasih|sempurna|mantap",
         Cue.RETRACTION: "maaf|anda benar|kamu benar|kesalahan saya",
+        Cue.PLEASE: "tolong|mohon|silakan",
     },
     "vi": {
         Cue.DENIAL: "không đúng|sai rồi|không phải",
@@ -277,6 +304,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         Cue.INSTRUCTION: "lần sau|từ giờ|từ nay|luôn luôn|không bao giờ|đừng quên|quên",
         Cue.THANKS: "cảm ơn|tuyệt|hoàn hảo",
         Cue.RETRACTION: "xin lỗi|bạn đúng|bạn nói đúng|tôi nhầm",
+        Cue.PLEASE: "làm ơn|vui lòng|xin hãy",
     },
     "th": {
         Cue.DENIAL: "ไม่ถูก|ผิด",
@@ -284,6 +312,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         Cue.INSTRUCTION: "ครั้งหน้า|ต่อไปนี้|ในอนาคต|เสมอ|ทุกครั้ง|อย่าลืม|ลืม",
         Cue.THANKS: "ขอบคุณ|เยี่ยม|สมบูรณ์แบบ",
         Cue.RETRACTION: "ขอโทษ|ขออภัย|คุณพูดถูก",
+        Cue.PLEASE: "กรุณา|ช่วย",
     },
 }
 

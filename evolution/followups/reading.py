@@ -74,6 +74,7 @@ ASKING = frozenset(
     {Signal.AGAIN, Signal.OMITTED, Signal.REASK, Signal.TOPIC_QUESTION, Signal.ELICITED}
 )
 
+_LEXICAL = frozenset({Signal.DENIAL, Signal.AGAIN, Signal.INSTRUCTION, Signal.THANKS})
 _QUESTION = re.compile(r"[?？؟]\s*$|^\s*¿")
 _TERM = re.compile(r"[^\W\d_]+")
 _UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\u0e00-\u0e7f]+")
@@ -225,7 +226,7 @@ def _long_sessions(
 
 def _signals(turn: Turn, answer: Turn, said: Sequence[Turn], reply: Turn | None) -> set[Signal]:
     lexical = cues(turn.text)
-    found = {Signal(cue.value) for cue in lexical if cue is not Cue.RETRACTION}
+    found = {Signal(cue.value) for cue in lexical if cue.value in _LEXICAL}
     question = bool(_QUESTION.search(turn.text))
     stated, answered = values(turn.text), values(answer.text)
     earlier = [value for before in said for value in values(before.text)]

@@ -19,6 +19,9 @@ from evoplane.scenarios.world import World
 from evoplane.scenarios.worlds.clinic import clinic
 from evoplane.scenarios.worlds.helpdesk import helpdesk
 from evoplane.scenarios.worlds.onboarding import onboarding
+from evoplane.scenarios.worlds.parcels import parcels
+from evoplane.scenarios.worlds.pharmacy import pharmacy
+from evoplane.scenarios.worlds.restaurant import restaurant
 from evoplane.scenarios.worlds.travel import INSTRUCTIONS as TRAVEL_INSTRUCTIONS
 from evoplane.scenarios.worlds.travel import travel
 
@@ -96,6 +99,10 @@ _CLINIC_AGENT = AgentStyle(streams=True, task_types=True, protocol="messages")
 _TRAVEL_BASE = (Load("booking", 0.15), Load("checkin", 0.1), Load("search", 0.15))
 _HELPDESK_BASE = (Load("ticket", 0.2), Load("hours", 0.15))
 _CLINIC_BASE = (Load("cancel_visit", 0.2), Load("cancel", 0.15))
+# Users who never rate: they only write (Japanese guests, Portuguese customers).
+_SILENT = FeedbackStyle(channel="turn", rating="none", rate_good=0.0)
+_DENYING = FeedbackStyle(channel="turn", rating="none", rate_good=0.0, deny_first=0.8)
+_SENDERS = FeedbackStyle(channel="turn", rating="thumbs", rate_good=0.5)
 _MANAGERS = FeedbackStyle(channel="turn", rating="thumbs", rate_good=0.5)
 _ONBOARDING_AGENT = AgentStyle(task_types=True, reports_outcome=True)
 
@@ -274,6 +281,39 @@ SCENARIOS: tuple[Scenario, ...] = (
         feedback=_MANAGERS,
         agent=_ONBOARDING_AGENT,
     ),
+    # --- users who say it quietly ------------------------------------------------------------
+    Scenario(
+        "asked_back_silent",
+        "guests of three restaurants, writing Japanese and never rating anything, have to "
+        "ask in their next message for the date and time their table was booked for",
+        lambda: restaurant(),
+        (Load("reserve", 0.6), Load("cancel", 0.2), Load("lunch", 0.2)),
+        (Expect(("harness",), True, ("reserve",)),),
+        wants={tenant: ("confirm_booking",) for tenant in ("sakura", "kaede", "momiji")},
+        feedback=_SILENT,
+        agent=AgentStyle(),
+    ),
+    Scenario(
+        "denied_then_stated",
+        "a pharmacy chain now closes at 22:00; customers, writing Portuguese and never "
+        "rating, first only say the answer is wrong, and what is right in their next message",
+        lambda: pharmacy(closing={tenant: "22:00" for tenant in ("centro", "porto", "oeste")}),
+        (Load("closing", 0.55), Load("delivery", 0.2), Load("reserve", 0.25)),
+        (Expect(("memory",), True, ("closing",)),),
+        feedback=_DENYING,
+        agent=AgentStyle(protocol="messages"),
+    ),
+    Scenario(
+        "own_values_instruction",
+        "customers of a parcel carrier, writing Polish, press a thumb down and ask that "
+        "every answer quote their parcel number, each with their own number",
+        lambda: parcels(),
+        (Load("track", 0.45), Load("redeliver", 0.2), Load("lockers", 0.35)),
+        (Expect(("harness",), True, ("track", "redeliver")),),
+        wants={tenant: ("quote_parcel",) for tenant in ("sklep-a", "sklep-b", "sklep-c")},
+        feedback=_SENDERS,
+        agent=AgentStyle(task_types=True, protocol="responses"),
+    ),
     # --- two at once -----------------------------------------------------------------------
     Scenario(
         "two_failures",
@@ -288,7 +328,13 @@ SCENARIOS: tuple[Scenario, ...] = (
         **_helpdesk(),
     ),
 )
-CI_SUBSET = ("fact_shared", "tool_format_none", "instruction_free_text", "procedure_guided")
+CI_SUBSET = (
+    "fact_shared",
+    "tool_format_none",
+    "instruction_free_text",
+    "procedure_guided",
+    "asked_back_silent",
+)
 
 
 def by_name(names: list[str] | None = None) -> list[Scenario]:

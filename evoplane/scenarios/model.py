@@ -75,8 +75,11 @@ class ScriptedModel:
         return None
 
     def _instructions(self, messages: list[dict]) -> str:
-        """Where instructions live: system messages, and what the user asked earlier."""
-        users = [m for m in messages if m.get("role") == "user"][:-1]
+        """Where instructions live: system messages, what the user asked earlier, and what
+        the user asks now when it is no task of its own (a follow-up: "and the date?")."""
+        users = [m for m in messages if m.get("role") == "user"]
+        if users and self.world.understand(_content(users[-1])) is not None:
+            users = users[:-1]
         system = [m for m in messages if m.get("role") in {"system", "developer"}]
         return "\n".join(_content(m) for m in [*system, *users])
 

@@ -46,6 +46,8 @@ class FeedbackStyle:
         categories: they also pick one of the widget's categories when something is wrong.
         rate_good: the share of good answers they rate.
         explain: the share of bad answers they explain in words.
+        deny_first: the share of wrong facts they first only deny (in the world's words),
+            saying what is right in their next message.
     """
 
     channel: Literal["turn", "box"] = "turn"
@@ -53,6 +55,7 @@ class FeedbackStyle:
     categories: bool = False
     rate_good: float = 0.5
     explain: float = 0.9
+    deny_first: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -86,8 +89,17 @@ def problems(world: World, tenant: str, task: Task, reply: Reply, wants: Sequenc
     for name in wants:
         wanted = world.wanted[name]
         if not wanted.satisfied(reply.text, task):
-            found.append(Problem("instruction", wanted.requests))
+            # A request may carry the user's own values ("... my parcel {parcel}").
+            asked = [r.format_map(_Slots(task.slots)) for r in wanted.requests]
+            found.append(Problem("instruction", asked))
     return found
+
+
+class _Slots(dict):
+    """A task's slots for `str.format_map`, leaving any other brace as it was."""
+
+    def __missing__(self, key: str) -> str:
+        return "{" + key + "}"
 
 
 class User:
@@ -155,6 +167,13 @@ class User:
         if report:
             agent.post("/feedback", {**agent.target(conversation, reply), **report})
         if explained and self.style.channel == "turn":
+            world = agent.world
+            if (
+                problem.kind == "fact"
+                and world.denials
+                and self.rng.random() < self.style.deny_first
+            ):
+                agent.ask(conversation, self.rng.choice(world.denials))
             agent.ask(conversation, explained)
 
     def _rate(self, agent: ScenarioAgent, conversation: Conversation, reply: Reply) -> None:

@@ -215,6 +215,8 @@ class World:
         instructions_users_want: by name.
         kinds: task kinds by name.
         confusable: groups of tools a model mixes up unless told apart.
+        denials: how users say an answer is wrong without saying what is right (some say
+            that first, and what is right in their next message).
     """
 
     name: str
@@ -226,6 +228,7 @@ class World:
     wanted: dict[str, Instruction]
     kinds: dict[str, TaskKind]
     confusable: tuple[frozenset[str], ...] = ()
+    denials: tuple[str, ...] = ()
     said: dict[str, Task] = field(default_factory=dict)  # what each text users wrote means
 
     def remember(self, task: Task) -> Task:
