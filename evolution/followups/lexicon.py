@@ -11,15 +11,18 @@ pattern per cue. The cues are the ways a follow-up says an answer did not do:
 - `please`: a polite request ("please", "proszę", "お願い"), which tells a request from a
   statement (not a complaint in itself).
 
-A denial word alone ("no", "nein", "нет") counts only where a message opens with it: inside a
-sentence it is ordinary negation. Scripts written without spaces (Chinese, Japanese, Thai)
-are matched as substrings, the rest on word boundaries; text and lexicon are folded alike
-(compatibility forms, case, accents and other combining marks), so "nao" finds "não".
+A phrasing ending in "*" is a stem: any ending may follow it ("zopakov*": zopakovat,
+zopakujte). A denial word alone ("no", "nein", "нет") counts only where a message opens
+with it: inside a sentence it is ordinary negation. Scripts written without spaces
+(Chinese, Japanese, Thai) and Korean (whose endings attach to the word) are matched as
+substrings, the rest on word boundaries; text and lexicon are folded alike (compatibility
+forms, case, accents and other combining marks), so "nao" finds "não".
 
 The languages: English, German, French, Spanish, Italian, Portuguese, Dutch, Polish,
 Swedish, Danish, Norwegian, Finnish, Czech, Turkish, Russian, Ukrainian, Greek, Arabic,
 Hebrew, Hindi, Japanese, Chinese, Korean, Indonesian, Vietnamese and Thai. Adding one is a
-row per cue below; `tests/evolution/test_followups.py` reads every row back.
+row per cue below; `tests/evolution/test_followups.py` reads a denial and a request
+again back in each.
 """
 
 from __future__ import annotations
@@ -78,7 +81,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
         Cue.DENIAL: "that's wrong|that is wrong|that's not right|that is not right|not correct"
         "|that's incorrect|that is incorrect|not true|you're wrong|you are wrong|not what i"
         "|you got it wrong|you misunderstood|that's not it|doesn't match|does not match",
-        Cue.AGAIN: "again|repeat|once more|confirm|i said|i already|as i said|i told you"
+        Cue.AGAIN: "again|repeat*|once more|confirm*|i said|i already|as i said|i told you"
         "|still not|still doesn't|still don't|did you get|you didn't say|you did not say",
         Cue.INSTRUCTION: "next time|from now on|in future|in the future|always|make sure"
         "|don't forget|do not forget|remember to|you forgot|you didn't|you did not"
@@ -92,7 +95,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
     "de": {
         Cue.DENIAL: "stimmt nicht|ist falsch|nicht richtig|nicht korrekt|das ist falsch"
         "|sie irren|du irrst|nicht das, was|nicht was ich",
-        Cue.AGAIN: "nochmal|noch einmal|wiederholen|bestätigen|bestätigen sie|ich sagte"
+        Cue.AGAIN: "nochmal|noch einmal|wiederholen*|bestätigen*|bestätigen sie|ich sagte"
         "|ich habe doch|schon gesagt|immer noch nicht",
         Cue.INSTRUCTION: "nächstes mal|künftig|in zukunft|ab jetzt|immer|denken sie daran"
         "|vergessen sie nicht|sie haben vergessen|du hast vergessen",
@@ -104,8 +107,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
     "fr": {
         Cue.DENIAL: "c'est faux|pas correct|pas juste|incorrect|ce n'est pas ça"
         "|vous vous trompez|tu te trompes|pas ce que",
-        Cue.AGAIN: "encore une fois|répéter|répétez|répète|confirmer|confirmez|j'ai dit|déjà dit"
-        "|toujours pas|de nouveau",
+        Cue.AGAIN: "encore une fois|répét*|confirm*|j'ai dit|déjà dit|toujours pas|de nouveau",
         Cue.INSTRUCTION: "la prochaine fois|à l'avenir|désormais|toujours|n'oubliez pas"
         "|vous avez oublié|tu as oublié|merci de",
         Cue.THANKS: "merci|parfait|super|génial|très bien",
@@ -116,7 +118,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
     "es": {
         Cue.DENIAL: "no es correcto|incorrecto|no es así|eso no es|está mal|no es cierto"
         "|se equivoca|te equivocas|no es lo que",
-        Cue.AGAIN: "otra vez|de nuevo|repetir|repita|repite|confirmar|confirme|confirma"
+        Cue.AGAIN: "otra vez|de nuevo|repetir*|repita*|repite*|confirmar*|confirme*|confirma*"
         "|ya le dije|ya dije|le dije|sigue sin|todavía no",
         Cue.INSTRUCTION: "la próxima vez|en adelante|a partir de ahora|siempre|no olvide"
         "|no olvides|olvidó|olvidaste|asegúrese|asegúrate",
@@ -127,8 +129,8 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
     "it": {
         Cue.DENIAL: "non è corretto|sbagliato|non è giusto|non è vero|si sbaglia|ti sbagli"
         "|non è quello",
-        Cue.AGAIN: "di nuovo|ancora una volta|ripetere|ripeta|ripeti|confermare|confermi"
-        "|conferma|ho detto|ancora non|già detto",
+        Cue.AGAIN: "di nuovo|ancora una volta|ripetere*|ripeta*|ripeti*|confermare*|confermi*"
+        "|conferma*|ho detto|ancora non|già detto",
         Cue.INSTRUCTION: "la prossima volta|d'ora in poi|in futuro|sempre|non dimentichi"
         "|non dimenticare|ha dimenticato|hai dimenticato|si ricordi",
         Cue.THANKS: "grazie|perfetto|ottimo|benissimo",
@@ -138,7 +140,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
     "pt": {
         Cue.DENIAL: "não está certo|não é isso|está errado|incorreto|não é verdade"
         "|você se enganou|não é o que",
-        Cue.AGAIN: "de novo|novamente|repetir|repita|confirmar|confirme|confirma|eu disse"
+        Cue.AGAIN: "de novo|novamente|repetir*|repita*|confirmar*|confirme*|confirma*|eu disse"
         "|já disse|ainda não",
         Cue.INSTRUCTION: "da próxima vez|a partir de agora|no futuro|sempre|não esqueça"
         "|não se esqueça|esqueceu|lembre-se",
@@ -148,7 +150,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
     },
     "nl": {
         Cue.DENIAL: "klopt niet|is fout|niet juist|niet correct|dat is niet|niet wat ik",
-        Cue.AGAIN: "opnieuw|nog een keer|nogmaals|herhaal|bevestig|ik zei|nog steeds niet",
+        Cue.AGAIN: "opnieuw|nog een keer|nogmaals|herhaal*|bevestig*|ik zei|nog steeds niet",
         Cue.INSTRUCTION: "volgende keer|voortaan|in de toekomst|altijd|vergeet niet"
         "|je bent vergeten|u bent vergeten",
         Cue.THANKS: "dank je|dank u|bedankt|perfect|top|prima",
@@ -157,7 +159,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
     },
     "pl": {
         Cue.DENIAL: "nieprawda|niepoprawnie|to jest źle|to nie tak|błędnie|pomyłka|pomylił",
-        Cue.AGAIN: "jeszcze raz|ponownie|powtórz|potwierdź|potwierdzić|mówiłem|mówiłam"
+        Cue.AGAIN: "jeszcze raz|ponownie|powtórz*|potwierdź*|potwierdzić*|mówiłem|mówiłam"
         "|nadal nie|wciąż nie",
         Cue.INSTRUCTION: "następnym razem|od teraz|w przyszłości|zawsze|nie zapomnij"
         "|zapomniał|pamiętaj",
@@ -167,7 +169,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
     },
     "sv": {
         Cue.DENIAL: "stämmer inte|det är fel|inte rätt|inte korrekt",
-        Cue.AGAIN: "igen|en gång till|upprepa|bekräfta|jag sa|fortfarande inte",
+        Cue.AGAIN: "igen|en gång till|upprepa*|bekräfta*|jag sa|fortfarande inte",
         Cue.INSTRUCTION: "nästa gång|hädanefter|i framtiden|alltid|glöm inte|du glömde",
         Cue.THANKS: "tack|perfekt|toppen|utmärkt",
         Cue.RETRACTION: "förlåt|ursäkta|du har rätt|mitt fel",
@@ -175,7 +177,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
     },
     "da": {
         Cue.DENIAL: "det passer ikke|det er forkert|ikke rigtigt|ikke korrekt",
-        Cue.AGAIN: "igen|en gang til|gentag|bekræft|jeg sagde|stadig ikke",
+        Cue.AGAIN: "igen|en gang til|gentag*|bekræft*|jeg sagde|stadig ikke",
         Cue.INSTRUCTION: "næste gang|fremover|i fremtiden|altid|glem ikke|du glemte",
         Cue.THANKS: "tak|perfekt|fint",
         Cue.RETRACTION: "undskyld|du har ret|min fejl",
@@ -183,7 +185,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
     },
     "no": {
         Cue.DENIAL: "stemmer ikke|det er feil|ikke riktig|ikke korrekt",
-        Cue.AGAIN: "igjen|en gang til|gjenta|bekreft|jeg sa|fortsatt ikke",
+        Cue.AGAIN: "igjen|en gang til|gjenta*|bekreft*|jeg sa|fortsatt ikke",
         Cue.INSTRUCTION: "neste gang|heretter|i fremtiden|alltid|ikke glem|du glemte",
         Cue.THANKS: "takk|perfekt|supert",
         Cue.RETRACTION: "beklager|unnskyld|du har rett|min feil",
@@ -191,7 +193,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
     },
     "fi": {
         Cue.DENIAL: "ei pidä paikkaansa|väärin|ei ole oikein|virheellinen",
-        Cue.AGAIN: "uudelleen|taas|toista|vahvista|sanoin|vieläkään",
+        Cue.AGAIN: "uudelleen|taas|toista*|toistaa|vahvist*|sanoin|vieläkään",
         Cue.INSTRUCTION: "ensi kerralla|jatkossa|tulevaisuudessa|aina|muista|unohdit",
         Cue.THANKS: "kiitos|täydellistä|loistavaa",
         Cue.RETRACTION: "anteeksi|olet oikeassa|olette oikeassa|virheeni",
@@ -199,7 +201,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
     },
     "cs": {
         Cue.DENIAL: "to není pravda|není správně|špatně|chybně|to je chyba",
-        Cue.AGAIN: "znovu|ještě jednou|zopakuj|zopakujte|potvrď|potvrďte|říkal jsem"
+        Cue.AGAIN: "znovu|ještě jednou|zopakuj*|zopakov*|potvrď*|potvrd*|říkal jsem"
         "|říkala jsem|pořád ne",
         Cue.INSTRUCTION: "příště|odteď|v budoucnu|vždy|nezapomeň|nezapomeňte|zapomněl",
         Cue.THANKS: "děkuji|díky|skvělé|výborně",
@@ -208,7 +210,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
     },
     "tr": {
         Cue.DENIAL: "yanlış|doğru değil|öyle değil|hatalı",
-        Cue.AGAIN: "tekrar|yine|yeniden|onayla|teyit|dedim",
+        Cue.AGAIN: "tekrar|yine|yeniden|onayla*|teyit*|dedim",
         Cue.INSTRUCTION: "bir dahaki sefere|bundan sonra|gelecekte|her zaman|asla|unutma"
         "|unuttun|unuttunuz",
         Cue.THANKS: "teşekkür|sağ ol|sağol|harika|mükemmel",
@@ -217,7 +219,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
     },
     "ru": {
         Cue.DENIAL: "неправильно|неверно|не так|неправда|это ошибка|вы ошиблись",
-        Cue.AGAIN: "ещё раз|еще раз|снова|опять|повтор|подтверд|я же сказал|я сказал"
+        Cue.AGAIN: "ещё раз|еще раз|снова|опять|повтор*|подтверд*|я же сказал|я сказал"
         "|я уже|до сих пор не|всё ещё не|все еще не",
         Cue.INSTRUCTION: "в следующий раз|впредь|отныне|в будущем|всегда|никогда"
         "|не забыв|не забудьте|забыли|обязательно",
@@ -227,7 +229,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
     },
     "uk": {
         Cue.DENIAL: "неправильно|невірно|не так|неправда|помилка",
-        Cue.AGAIN: "ще раз|знову|повтор|підтверд|я сказав|я сказала|досі не",
+        Cue.AGAIN: "ще раз|знову|повтор*|підтверд*|я сказав|я сказала|досі не",
         Cue.INSTRUCTION: "наступного разу|надалі|відтепер|завжди|ніколи|не забува|забули",
         Cue.THANKS: "дякую|чудово|відмінно",
         Cue.RETRACTION: "вибачте|перепрошую|ви праві|моя помилка",
@@ -235,7 +237,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
     },
     "el": {
         Cue.DENIAL: "λάθος|δεν είναι σωστό|δεν ισχύει|λανθασμένο",
-        Cue.AGAIN: "ξανά|επανάλαβε|επαναλάβετε|επιβεβαίω|είπα|ακόμα δεν",
+        Cue.AGAIN: "ξανά|επανάλαβε*|επαναλάβετε*|επιβεβαίω*|είπα|ακόμα δεν",
         Cue.INSTRUCTION: "την επόμενη φορά|από εδώ και πέρα|στο μέλλον|πάντα|ποτέ"
         "|μην ξεχνάς|μην ξεχνάτε|ξέχασες|ξεχάσατε",
         Cue.THANKS: "ευχαριστώ|τέλεια|τέλειο|υπέροχα",
@@ -292,7 +294,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
     },
     "id": {
         Cue.DENIAL: "salah|tidak benar|bukan itu|keliru",
-        Cue.AGAIN: "sekali lagi|ulangi|konfirmasi|saya bilang|sudah bilang|masih belum",
+        Cue.AGAIN: "sekali lagi|ulangi*|konfirmasi*|saya bilang|sudah bilang|masih belum",
         Cue.INSTRUCTION: "lain kali|mulai sekarang|ke depan|selalu|jangan pernah|jangan lupa|lupa",
         Cue.THANKS: "terima kasih|makasih|sempurna|mantap",
         Cue.RETRACTION: "maaf|anda benar|kamu benar|kesalahan saya",
@@ -318,7 +320,7 @@ _PHRASES: Mapping[str, Mapping[Cue, str]] = {
 
 LANGUAGES = tuple(_PHRASES)
 # Scripts written without spaces between words: their phrasings match as substrings.
-_UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\u0e00-\u0e7f]")
+_UNSPACED = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\u0e00-\u0e7f\uac00-\ud7af]")
 
 
 def fold(text: str) -> str:
@@ -333,8 +335,12 @@ def _alternation(phrases: Iterable[str]) -> str:
     """One regex alternative per phrasing: bounded by non-letters, unless unspaced."""
     parts = []
     for phrase in sorted({fold(p.strip()) for p in phrases if p.strip()}, key=len, reverse=True):
-        escaped = re.escape(phrase).replace(r"\ ", r"\s+")
-        parts.append(escaped if _UNSPACED.search(phrase) else rf"(?<!\w){escaped}(?!\w)")
+        stem = phrase.endswith("*")  # a stem: any ending may follow ("zopakov*")
+        escaped = re.escape(phrase.rstrip("*")).replace(r"\ ", r"\s+")
+        if _UNSPACED.search(phrase):
+            parts.append(escaped)
+        else:
+            parts.append(rf"(?<!\w){escaped}" + ("" if stem else r"(?!\w)"))
     return "|".join(parts)
 
 
