@@ -349,7 +349,8 @@ def finish_exchange(
     llm = {**pending.draft, "action": action, "metadata": metadata}
     if not delivered:
         key = hash(tuple(pending.keys))
-        state.undelivered = (key, pending.draft.get("parent_id"), pending.draft_id)
+        if key != state.last_request_key:  # else the client's retry was answered already
+            state.undelivered = (key, pending.draft.get("parent_id"), pending.draft_id)
         return llm
     state.undelivered = None
     state.last_llm_event = pending.draft_id

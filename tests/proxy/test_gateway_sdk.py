@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 import uuid
+from datetime import timedelta
 
 import anthropic
 import openai
@@ -288,3 +291,46 @@ def test_each_protocol_says_where_its_time_went(live, upstream) -> None:
         assert set(timing) == {"upstream", "gateway"} and header.count(",") == 1, header
         assert 80 <= timing["upstream"] < 5_000  # the upstream's own delay, and its wait
         assert 0 < timing["gateway"] < 5_000
+
+
+def test_an_sdk_retry_after_a_client_timeout_is_one_delivered_exchange(live, upstream) -> None:
+    """The SDK gives up on a slow answer and retries (numbering it in its own header): the
+    first answer, which the client never received, is recorded as such, the user's message
+    once, and nothing reads as a user asking again."""
+    from registry import window_rewards
+    from registry.windows import TrajectoryWindow, conversation_turns
+
+    server, engine, keys = live
+    upstream.delay_ms = 1500
+    sdk = openai.OpenAI(base_url=server.base_url, api_key=keys["acme"], max_retries=2, timeout=0.5)
+
+    def faster_once_asked() -> None:
+        while not upstream.requests:
+            time.sleep(0.01)
+        upstream.delay_ms = 0  # the retry is answered at once
+
+    helper = threading.Thread(target=faster_once_asked)
+    helper.start()
+    completion = sdk.chat.completions.create(
+        model="support-bot",
+        messages=[{"role": "user", "content": "Where is my parcel?"}],
+        extra_headers={"X-Session-Id": "retried-1"},
+    )
+    helper.join()
+    assert completion.choices[0].message.content.startswith("echo: Where is my parcel?")
+    time.sleep(1.5)  # the first call's answer arrives after the client left
+
+    trajectory, events = stored(server, engine, "acme", "retried-1")
+    users = [e for e in events if e.kind is EventKind.USER_MESSAGE]
+    calls = [e for e in events if e.kind is EventKind.LLM_CALL]
+    assert len(users) == 1 and len(calls) == 2
+    undelivered = [c for c in calls if c.metadata.extra.get("delivered") is False]
+    delivered = [c for c in calls if c.metadata.extra.get("delivered") is not False]
+    assert len(undelivered) == 1 and len(delivered) == 1
+    assert delivered[0].action.content == completion.choices[0].message.content
+    window = TrajectoryWindow(agent="support-bot", since=trajectory.started_at - timedelta(1))
+    with transaction(engine) as session:
+        rewards = window_rewards(session, window)
+        turns = conversation_turns(session, window)
+    assert [r for r in rewards if r.name == "user_accepted"] == []  # no regeneration, no re-ask
+    assert [t.speaker for t in turns] == ["user"]  # one user turn, no answer followed up
