@@ -40,9 +40,12 @@ class CorrectionKind(StrEnum):
 
 
 # Values a fact carries: anything with a digit, a host or address, an email, a quoted name.
+# Letters of a value's token: word characters but those of scripts written without spaces,
+# so "3月14日" is the values 3 and 14, not one token with the sentence around it.
+_V = r"[^\W\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff\u0e00-\u0e7f\uac00-\ud7af]"
 _SPECIFIC = re.compile(
     r"(?:https?://\S+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+|(?:[a-z0-9-]+\.)+[a-z]{2,}\b"
-    r"|[\"“«`][^\"”»`]{2,40}[\"”»`]|\b[\w./:-]*\d[\w./:-]*)",
+    rf"|[\"“«`][^\"”»`]{{2,40}}[\"”»`]|(?<!{_V})(?:{_V}|[./:-])*\d(?:{_V}|[./:-])*)",
     re.IGNORECASE,
 )
 # Values a fact denies ("30 kg, not 23"): not part of what it asserts.
