@@ -22,7 +22,17 @@ import numpy as np
 from evolution.corrections.classify import specifics
 from evolution.corrections.words import STOPWORDS, WORD, content_words, folded, stem
 
-__all__ = ["JOIN_SIMILARITY", "SAME_VALUES", "group_by_meaning", "join_nearest", "label", "terms"]
+__all__ = [
+    "ASKED",
+    "JOIN_SIMILARITY",
+    "SAME_VALUES",
+    "asked_note",
+    "group_by_meaning",
+    "join_nearest",
+    "label",
+    "signature",
+    "terms",
+]
 
 T = TypeVar("T")
 
@@ -45,6 +55,7 @@ _FRAMES = frozenset(
     indica mencionar menciona confirmar confirma""".split()
 )
 _FRAME_WEIGHT = 0.25
+ASKED = re.compile(r"⟦asked:([^⟧]*)⟧")
 
 
 def terms(text: str) -> Counter[str]:
@@ -58,7 +69,7 @@ def group_by_meaning(items: Sequence[T], text: Callable[[T], str]) -> list[list[
         return []
     texts = [text(item) for item in items]
     similarity = _similarities([terms(t) for t in texts])
-    _same_values(similarity, [specifics(t) for t in texts])
+    _same_values(similarity, [signature(t) for t in texts])
     groups = [[index] for index in range(len(items))]
     while len(groups) > 1:
         np.fill_diagonal(similarity, -1.0)
@@ -103,7 +114,7 @@ def join_nearest(
     sizes = np.array([len(group) for group in groups], dtype=float)
     by_values: dict[frozenset[str], list[int]] = {}
     for index, member_text in enumerate(member_texts):
-        if values := specifics(member_text):
+        if values := signature(member_text):
             by_values.setdefault(values, []).append(index)
     joined: list[list[T]] = [[] for _ in groups]
     alone: list[T] = []
@@ -113,7 +124,7 @@ def join_nearest(
         for term, weight in vector.items():
             if term in vocabulary:
                 total += weight * sums[vocabulary[term]]
-        for index in by_values.get(specifics(item_text), []):
+        for index in by_values.get(signature(item_text), []):
             similar = sum(w * vectors[index].get(term, 0.0) for term, w in vector.items())
             total[owner[index]] += max(0.0, SAME_VALUES - similar)
         average = total / sizes
@@ -150,9 +161,22 @@ def _similarities(bags: list[Counter[str]]) -> np.ndarray:
     return matrix @ matrix.T
 
 
+def signature(text: str) -> frozenset[str]:
+    """What makes two texts one in any language: the values they state, and what the
+    agent gave back once they asked (`ASKED` in the text, "⟦asked: date time⟧")."""
+    asked = {f"asked:{kind}" for found in ASKED.findall(text) for kind in found.split()}
+    return specifics(ASKED.sub(" ", text)) | frozenset(asked)
+
+
+def asked_note(kinds: Sequence[str]) -> str:
+    """How a grouped text says what the agent gave back once asked (see `signature`)."""
+    return f"⟦asked: {' '.join(kinds)}⟧" if kinds else ""
+
+
 def _same_values(similarity: np.ndarray, values: list[frozenset[str]]) -> None:
     """Two statements of the same values ("8 hours", "8 Stunden") state one fact, in
-    whatever language: they count as similar as two close paraphrases."""
+    whatever language, and two requests that got the same back ask for one thing: they
+    count as similar as two close paraphrases."""
     for i, first in enumerate(values):
         for j in range(i + 1, len(values)):
             if first and first == values[j]:

@@ -35,7 +35,13 @@ from datetime import datetime
 from atdp import Reward, RewardSource
 from evolution.corrections.classify import CorrectionKind, category_kind, classify, specifics
 from evolution.corrections.judge import CorrectionJudge
-from evolution.corrections.meaning import group_by_meaning, join_nearest, label, terms
+from evolution.corrections.meaning import (
+    asked_note,
+    group_by_meaning,
+    join_nearest,
+    label,
+    terms,
+)
 from evolution.followups import Cue, FollowUp, Turn, cues, placeholder, read_follow_ups, values
 from evolution.window import WindowSpec, trajectory_window
 from registry import (
@@ -124,7 +130,7 @@ class UserCorrection:
         """What it is grouped by: the judge's words for it, else its request, with the
         kinds of what the agent gave once asked (requests in other words that got the
         same back ask for the same)."""
-        asked = " ".join(placeholder(kind) for kind in self.elicited)
+        asked = asked_note(self.elicited)
         return f"{self.about or self.request} {asked}".strip()
 
     @property
@@ -268,11 +274,12 @@ def abstract(text: str, own: Iterable[str]) -> str:
 
 
 def own_values(
-    corrections: Sequence[UserCorrection], said: Mapping[uuid.UUID, set[str]]
+    corrections: Sequence[UserCorrection],
+    said: Mapping[uuid.UUID, Sequence[tuple[datetime, frozenset[str]]]],
 ) -> dict[int, frozenset[str]]:
     """Per correction (by index), its values that are the user's own: stated by the user
-    before in the same trajectory (`said`), or in the corrections of too few sessions to
-    be a fact that many users share."""
+    before it in the same trajectory (`said`: when, and which values), or in the
+    corrections of too few sessions to be a fact that many users share."""
     sessions: dict[str, set[tuple[str, str]]] = defaultdict(set)
     valued: set[tuple[str, str]] = set()
     for correction in corrections:
@@ -284,14 +291,17 @@ def own_values(
     shared = max(_SHARED_MIN, math.ceil(_SHARED_SHARE * len(valued)))
     if len(valued) < _SHARED_MIN_SESSIONS:
         shared = 0
-    return {
-        index: frozenset(
+    found = {}
+    for index, correction in enumerate(corrections):
+        before = set().union(
+            *(values for at, values in said.get(correction.trajectory_id, ()) if at < correction.at)
+        )
+        found[index] = frozenset(
             value
             for value in specifics(correction.text)
-            if value in said.get(correction.trajectory_id, set()) or len(sessions[value]) < shared
+            if value in before or len(sessions[value]) < shared
         )
-        for index, correction in enumerate(corrections)
-    }
+    return found
 
 
 def _states_nothing(kind: CorrectionKind, text: str, own: frozenset[str]) -> bool:
@@ -308,11 +318,10 @@ def _with_own_values(
     conversation: Sequence[ConversationTurn],
 ) -> list[UserCorrection]:
     """The corrections classified again with their own values known."""
-    said: dict[uuid.UUID, set[str]] = defaultdict(set)
-    corrected = {c.source for c in corrections}
+    said: dict[uuid.UUID, list[tuple[datetime, frozenset[str]]]] = defaultdict(list)
     for turn in conversation:
-        if turn.speaker == "user" and turn.text and str(turn.event_id) not in corrected:
-            said[turn.trajectory_id] |= specifics(turn.text)
+        if turn.speaker == "user" and turn.text:
+            said[turn.trajectory_id].append((turn.created_at, specifics(turn.text)))
     own = own_values(corrections, said)
     found = []
     for index, correction in enumerate(corrections):

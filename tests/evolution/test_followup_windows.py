@@ -72,8 +72,10 @@ def test_a_denial_then_a_statement_in_the_next_turn_is_one_correction(engine) ->
         assert correction.text.startswith(("Das stimmt nicht.", "Nein, falsch."))
         assert "22:00" in correction.text
         assert correction.kind is CorrectionKind.MISSING_FACT and correction.supplies_fact
-    (group,) = correction_groups(found)
-    assert len(group.members) == 10
+    groups = correction_groups(found)
+    assert [len(g.members) for g in groups] == [10], [
+        (g.key, [c.text for c in g.members]) for g in groups
+    ]
 
 
 def test_a_window_whose_only_evidence_is_follow_ups_is_a_failing_window_with_a_fix(
