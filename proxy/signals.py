@@ -15,11 +15,9 @@ import uuid
 from typing import Any
 
 from atdp import BinaryValue, EventKind, Reward, RewardSource, new_id, utcnow
-from evolution.followups.lexicon import Cue, cues
+from evolution.followups.lexicon import says_wrong
 
 __all__ = ["abandonment_reward", "corrects", "implicit_rewards"]
-
-_CORRECTING = frozenset({Cue.DENIAL, Cue.AGAIN})
 
 
 def _reward(
@@ -86,7 +84,7 @@ def _corrects(event: dict[str, Any]) -> bool:
 
 def corrects(text: str) -> bool:
     """Whether a user's next message says the previous answer was wrong, or asks again."""
-    return bool(cues(text) & _CORRECTING)
+    return says_wrong(text)
 
 
 def abandonment_reward(

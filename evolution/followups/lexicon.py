@@ -30,10 +30,11 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
 
-__all__ = ["LANGUAGES", "Cue", "cues", "fold", "opens_with_denial"]
+__all__ = ["LANGUAGES", "Cue", "cues", "fold", "opens_with_denial", "says_wrong"]
 
 
 class Cue(StrEnum):
@@ -331,40 +332,97 @@ def fold(text: str) -> str:
     return unicodedata.normalize("NFC", kept).replace("’", "'")
 
 
-def _alternation(phrases: Iterable[str]) -> str:
-    """One regex alternative per phrasing: bounded by non-letters, unless unspaced."""
-    parts = []
-    for phrase in sorted({fold(p.strip()) for p in phrases if p.strip()}, key=len, reverse=True):
+_TOKEN = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class _Table:
+    """One cue's phrasings, indexed for a pass over a message's words: spaced phrasings by
+    their first word (a stem's by its first three letters), unspaced ones as substrings."""
+
+    by_word: dict[str, list[tuple[tuple[str, ...], bool]]]
+    unspaced: tuple[str, ...]
+
+
+def _table(phrases: Iterable[str]) -> _Table:
+    by_word: dict[str, list[tuple[tuple[str, ...], bool]]] = {}
+    unspaced = []
+    for phrase in {fold(p.strip()) for p in phrases if p.strip()}:
         stem = phrase.endswith("*")  # a stem: any ending may follow ("zopakov*")
-        escaped = re.escape(phrase.rstrip("*")).replace(r"\ ", r"\s+")
+        words = tuple(_TOKEN.findall(phrase.rstrip("*")))
         if _UNSPACED.search(phrase):
-            parts.append(escaped)
-        else:
-            parts.append(rf"(?<!\w){escaped}" + ("" if stem else r"(?!\w)"))
-    return "|".join(parts)
+            unspaced.append(phrase.rstrip("*").replace(" ", ""))
+        elif words:
+            key = words[0][:3] if stem and len(words) == 1 else words[0]
+            by_word.setdefault(key, []).append((words, stem))
+    return _Table(by_word, tuple(unspaced))
+
+
+def _found(table: _Table, words: list[str], text: str, *, first_only: bool = False) -> bool:
+    """Whether a phrasing of `table` is in the message (its `words`, its folded `text`);
+    `first_only`: only where the message opens with it."""
+    for index, word in enumerate(words[:1] if first_only else words):
+        for phrase, stem in table.by_word.get(word, []) + table.by_word.get(word[:3], []):
+            if _matches(phrase, stem, words, index):
+                return True
+    if not table.unspaced or not _UNSPACED.search(text):
+        return False
+    squeezed = text.replace(" ", "")
+    if first_only:
+        opening = _TOKEN.search(squeezed)
+        return opening is not None and any(
+            squeezed[opening.start() :].startswith(p) for p in table.unspaced
+        )
+    return any(phrase in squeezed for phrase in table.unspaced)
+
+
+def _matches(phrase: tuple[str, ...], stem: bool, words: list[str], at: int) -> bool:
+    end = at + len(phrase)
+    if end > len(words):
+        return False
+    if words[at : end - 1] != list(phrase[:-1]):
+        return False
+    last = words[end - 1]
+    return last.startswith(phrase[-1]) if stem else last == phrase[-1]
 
 
 @cache
-def _pattern(cue: Cue) -> re.Pattern[str]:
-    phrases = [p for table in _PHRASES.values() for p in table.get(cue, "").split("|")]
-    return re.compile(_alternation(phrases))
+def _tables() -> dict[Cue, _Table]:
+    return {
+        cue: _table(p for table in _PHRASES.values() for p in table.get(cue, "").split("|"))
+        for cue in Cue
+    }
 
 
 @cache
-def _opener() -> re.Pattern[str]:
-    words = [w for alternatives in _OPENERS.values() for w in alternatives.split("|")]
-    return re.compile(rf"^\W*(?:{_alternation(words)})")
+def _openers() -> _Table:
+    return _table(w for alternatives in _OPENERS.values() for w in alternatives.split("|"))
 
 
 def opens_with_denial(text: str) -> bool:
     """Whether a message opens like a denial of the previous answer ("No, ...", "Nein.")."""
-    return _opener().search(fold(text)) is not None
+    folded = fold(text)
+    return _found(_openers(), _TOKEN.findall(folded), folded, first_only=True)
+
+
+def says_wrong(text: str) -> bool:
+    """The gateway's cheap check: the message denies the answer or asks again (one pass
+    over its words per table)."""
+    folded = fold(text)
+    words = _TOKEN.findall(folded)
+    tables = _tables()
+    return (
+        _found(_openers(), words, folded, first_only=True)
+        or _found(tables[Cue.DENIAL], words, folded)
+        or _found(tables[Cue.AGAIN], words, folded)
+    )
 
 
 def cues(text: str) -> frozenset[Cue]:
     """The cues a message carries, in any of the lexicon's languages."""
     folded = fold(text)
-    found = {cue for cue in Cue if _pattern(cue).search(folded)}
-    if _opener().search(folded):
+    words = _TOKEN.findall(folded)
+    found = {cue for cue, table in _tables().items() if _found(table, words, folded)}
+    if _found(_openers(), words, folded, first_only=True):
         found.add(Cue.DENIAL)
     return frozenset(found)
