@@ -579,14 +579,19 @@ async def test_when_no_operator_can_help_the_evolution_ends_noop_with_every_reas
 HISTORIES = Path(__file__).parent / "histories"
 
 
-async def test_a_history_recorded_before_fallbacks_replays_as_it_ran() -> None:
-    """Recorded with the code before fallbacks (316a1c4): tool_schema had nothing to propose
-    and the evolution failed. The `fallback-actions` patch keeps that path for it.
+@pytest.mark.parametrize("recorded", sorted(HISTORIES.glob("*.json")), ids=lambda path: path.stem)
+async def test_histories_recorded_by_earlier_code_replay_as_they_ran(recorded: Path) -> None:
+    """Each history was recorded by the code before a change in command order, and its
+    `workflow.patched` marker keeps that path for it:
 
-    To record such a history: at that commit, run the no-operator-can-help test's window and
-    options with the `world` and `workers` fixtures and save `(await
-    handle.fetch_history()).to_json()`.
+    - `...-before-fallbacks` (316a1c4): tool_schema had nothing to propose and the
+      evolution failed (`fallback-actions`);
+    - `...-before-ramp` (4dd53fe): canaries whose steps advanced only on a pass, one
+      extended and promoted (with its holdback), one marginal to its last extension and
+      rolled back (`canary-ramp`, `holdback-watch`).
+
+    To record such a history: at that commit, run the evolution with the `world` and
+    `workers` fixtures and save `(await handle.fetch_history()).to_json()`.
     """
-    recorded = HISTORIES / "evolution-nothing-to-propose-before-fallbacks.json"
-    history = WorkflowHistory.from_json("evolution-nothing-to-propose", recorded.read_text())
+    history = WorkflowHistory.from_json(recorded.stem, recorded.read_text())
     await REPLAYER.replay_workflow(history)
