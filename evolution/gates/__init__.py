@@ -12,7 +12,9 @@ Everything here is a plain pydantic value or a pure function: results cross Temp
 boundaries and are stored as JSON with the evolution they decided.
 
     records.py   the settings, samples, judgements, findings and results
-    live.py      the live judge of the shadow and canary gates (`judge`)
+    live.py      the live judge of the shadow, canary and holdback gates (`judge`)
+    canary.py    what a canary does after a look: the ramp moves while no harm is evident
+    plan.py      a canary's plan before it starts: sessions and hours at today's traffic
     sequential.py  confidence sequences valid at every look, and the sessions they need
     estimate.py  the difference of means, with CUPED where a covariate is known
     replay.py    the replay gate's judge (`judge_replay`)

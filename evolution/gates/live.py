@@ -28,7 +28,16 @@ from evolution.gates.sequential import mixture_half_width, mixture_precision, se
 from evolution.gates.verdict import count_text, gate_result, percent_text
 from evolution.stats import mann_whitney
 
-__all__ = ["bonferroni", "fails", "judge", "margin", "mean_of", "passes", "question_for"]
+__all__ = [
+    "bonferroni",
+    "fails",
+    "holds",
+    "judge",
+    "margin",
+    "mean_of",
+    "passes",
+    "question_for",
+]
 
 _FIXES = {"memory", "skill", "harness", "tool_schema", "weights"}
 
@@ -41,6 +50,7 @@ class _Subject:
     tenant: str | None
     higher_is_better: bool
     critical: bool
+    primary: bool = False  # a tenant's judgement of the primary metric: it may hold a pass
 
     def __str__(self) -> str:
         kind = "critical metric" if self.critical else "metric"
@@ -72,10 +82,11 @@ def judge(
     wholly on the wrong side of it fails. Other metrics are guardrails: they fail when the
     interval shows the candidate worse by more than `tolerance`, and are marginal when the
     observed drop is beyond it but the interval is not yet sure. Too few samples are
-    marginal. A tenant's judgements can fail the gate (confident harm to one tenant) but
-    never make it marginal: many small tenants are noisy, and the extension that a marginal
-    verdict buys would rarely settle them. Per-tenant intervals are Bonferroni-corrected
-    over the tenants judged, so many tenants do not fail a good candidate by chance.
+    marginal. A tenant's judgements fail the gate on confident harm to that tenant; on the
+    primary metric a judged tenant also holds a pass (marginal) while its drop could still
+    be beyond the tolerance (`holds`), so a candidate that helps most tenants does not pass
+    while it may be hurting one. Per-tenant intervals are Bonferroni-corrected over the
+    tenants judged, so many tenants do not fail a good candidate by chance.
     """
     names = [metric.name for metric in metrics]
     if len(set(names)) != len(names):
@@ -106,6 +117,7 @@ def judge(
         update={
             "question": primary.question,
             "sessions_needed": primary.sessions_needed,
+            "sessions_to_answer": primary.sessions_to_answer,
             "sessions": min(primary.n_baseline, primary.n_candidate),
         }
     )
@@ -133,6 +145,7 @@ def _judge_aggregate(
 
 
 def _judge_tenants(metric: MetricSamples, config: GateConfig) -> list[MetricJudgement]:
+    primary = metric.name == config.primary_metric
     baseline, candidate = _by_tenant(metric.baseline), _by_tenant(metric.candidate)
     tenants = sorted(baseline.keys() | candidate.keys())
     enough = {
@@ -144,7 +157,7 @@ def _judge_tenants(metric: MetricSamples, config: GateConfig) -> list[MetricJudg
     critical = metric.name in config.critical_metrics
     judgements = []
     for tenant in tenants:
-        subject = _Subject(metric.name, tenant, metric.higher_is_better, critical)
+        subject = _Subject(metric.name, tenant, metric.higher_is_better, critical, primary)
         if tenant in enough:
             judgements.append(
                 _compare(
@@ -239,10 +252,18 @@ def _compare(
     gain = delta if subject.higher_is_better else -delta  # in the metric's better direction
     gain_low, gain_high = gain - half, gain + half
     verdict = _verdict(question, gain, gain_low, gain_high, config.tolerance)
+    error = float(found.information) ** -0.5
+    if subject.primary and verdict is Verdict.PASS and holds(gain, error, config.tolerance):
+        verdict = Verdict.MARGINAL
     needed = None if subject.tenant is not None else _planned(found, config, confidence, precision)
+    to_answer = (
+        _to_answer(found, config, confidence, precision, gain - margin(question, config.tolerance))
+        if subject.tenant is None and question is not Question.NO_HARM
+        else None
+    )
     base, cand = _values(baseline), _values(candidate)
     _, _, effect = mann_whitney(base, cand)
-    words = _Words(subject, question, config, confidence, len(base), len(cand), needed)
+    words = _Words(subject, question, config, confidence, len(base), len(cand), needed, error)
     return MetricJudgement(
         metric=subject.metric,
         tenant=subject.tenant,
@@ -259,6 +280,7 @@ def _compare(
         question=question,
         confidence=confidence,
         sessions_needed=needed,
+        sessions_to_answer=to_answer,
         variance_reduction=float(found.variance_reduction) if adjust else None,
         reason=words.reason(verdict, gain, gain_low, gain_high),
     )
@@ -277,6 +299,34 @@ def _planned(
         config.power,
         precision,
     )
+
+
+def _to_answer(
+    found: Estimate,
+    config: GateConfig,
+    confidence: float,
+    precision: tuple[float, ...],
+    distance: float,
+) -> int | None:
+    """Sessions a side that would answer the question if the change is what it looks like
+    so far (its estimate `distance` past the margin); None when it looks no better than
+    the margin, where more sessions would not answer it."""
+    if distance <= 0:
+        return None
+    return sessions_needed(
+        float(found.variance_baseline),
+        float(found.variance_candidate),
+        distance,
+        confidence,
+        config.power,
+        precision,
+    )
+
+
+def holds(gain: Any, error: Any, tolerance: Any) -> Any:
+    """A judged tenant holds a pass while its drop could still be beyond the tolerance: its
+    gain, one standard error `error` lower, is below -tolerance. Arrays work too."""
+    return gain - error < -tolerance
 
 
 def margin(question: Question, tolerance: Any) -> Any:
@@ -316,6 +366,7 @@ class _Words:
     n_baseline: int
     n_candidate: int
     needed: int | None
+    error: float
 
     def reason(self, verdict: Verdict, gain: float, low: float, high: float) -> str:
         tolerance = self.config.tolerance
@@ -328,6 +379,11 @@ class _Words:
         if self.question is Question.NO_HARM:
             if verdict is Verdict.PASS:
                 return f"{self.subject} holds ({gain:+.3g}) within tolerance {tolerance:g}"
+            if verdict is Verdict.MARGINAL and self.subject.primary:
+                return (
+                    f"{at}, not yet a standard error ({self.error:.2g}) within tolerance "
+                    f"{tolerance:g}: it may be hurt ({interval})"
+                )
             so = "and confidently so" if verdict is Verdict.FAIL else "but not confidently so"
             return f"{at}, beyond tolerance {tolerance:g}, {so} ({interval})"
         goal = (

@@ -14,6 +14,7 @@ __all__ = [
     "Gate",
     "GateConfig",
     "GateResult",
+    "Inconclusive",
     "MetricJudgement",
     "MetricSamples",
     "Question",
@@ -23,7 +24,10 @@ __all__ = [
 ]
 
 
-Gate = Literal["replay", "shadow", "canary", "safety"]
+Gate = Literal["replay", "shadow", "canary", "safety", "holdback"]
+
+
+Inconclusive = Literal["ask", "extend", "roll_back"]
 
 
 REPLAY_FAILURES = "replay:failures"
@@ -81,15 +85,32 @@ class GateConfig(_Value):
         replay_pass_score: the replay score at or above which a trajectory counts as a
             success; it only decides which trajectories are listed as fixed or broken.
         critical_metrics: metrics that fail the gate on their own, and are named first.
-        step_weights: the canary's traffic share at each step, increasing.
-        step_seconds, shadow_seconds: how long a canary step and the shadow gate observe.
-        max_extensions: a marginal step may go on for this many more `step_seconds` before
-            it ends marginal (not passed); each wait within that is sized from the sessions
-            the gate's plan still needs at the pace traffic has come so far.
+        step_weights: the canary's traffic share at each step, increasing. A step before the
+            last advances at its first look that judged enough sessions (`min_samples` a
+            side) and found no harm; only the last step must answer the question.
+        step_seconds, shadow_seconds: how long between a canary's looks, and how long the
+            shadow gate observes.
+        canary_seconds: the canary's budget: the last step looks again, every `step_seconds`
+            at most (sooner when its plan's sessions will be there sooner), until its
+            question is answered, harm is evident, or this much time has passed since the
+            canary began (at least one look a step).
+        max_extensions: a marginal shadow gate may look this many more times, each sized
+            from its plan, before it ends marginal (canaries recorded before the budget
+            extended each step so).
+        when_inconclusive: what a canary still unanswered at the end of its budget does:
+            "ask" (the default) waits for a person (the `answer_canary` update: extend,
+            promote or roll back) while it keeps serving, looking, and stopping on harm;
+            "extend" keeps looking until `max_canary_seconds`; "roll_back" ends it. An
+            unattended "ask" behaves as "extend": nobody's answer by `max_canary_seconds`
+            rolls the canary back.
+        max_canary_seconds: the longest a canary may run, extensions and the wait for a
+            person included (a person may extend it further).
         holdback_weight: share of new sessions kept on the replaced version after a
-            promotion (0: none), until the next promotion or rollback, or until an
-            evolution finds the stable no worse than it. The next evolution compares the
-            two on that same traffic instead of before against after.
+            promotion (0: none). The holdback is an experiment of its own: it ends once
+            stable is shown no worse than the held-back parent (non-inferiority at
+            `tolerance`), or after `holdback_seconds`, or at the next promotion or
+            rollback; a regression it shows starts a rollback evolution at once.
+        holdback_seconds: the longest a holdback may run unanswered.
         question: what the primary metric must show (None: follow the evolution's action;
             see `question_for`). A person's cost cut asks "non_inferiority".
         primary_metric: the metric the question is asked of; the others are guardrails.
@@ -111,8 +132,12 @@ class GateConfig(_Value):
     step_weights: list[float] = Field(default_factory=lambda: [0.05, 0.25, 0.5], min_length=1)
     step_seconds: float = Field(default=1800.0, gt=0.0)
     shadow_seconds: float = Field(default=1800.0, gt=0.0)
+    canary_seconds: float = Field(default=12 * 3600.0, gt=0.0)
     max_extensions: int = Field(default=2, ge=0)
+    when_inconclusive: Inconclusive = "ask"
+    max_canary_seconds: float = Field(default=24 * 3600.0, gt=0.0)
     holdback_weight: float = Field(default=0.1, ge=0.0, le=0.5)
+    holdback_seconds: float = Field(default=24 * 3600.0, gt=0.0)
     question: Question | None = None
     primary_metric: str = "reward"
     power: float = Field(default=0.8, gt=0.5, lt=1.0)
@@ -137,6 +162,17 @@ class GateConfig(_Value):
                 "a difference of that size; set tolerance (or min_effect) above 0"
             )
         return self
+
+    @property
+    def budget_seconds(self) -> float:
+        """How long a canary may look before it is inconclusive: `canary_seconds`, and at
+        least one look a step."""
+        return max(self.canary_seconds, self.step_seconds * len(self.step_weights))
+
+    @property
+    def limit_seconds(self) -> float:
+        """How long an inconclusive canary may go on unless a person extends it."""
+        return max(self.max_canary_seconds, self.budget_seconds)
 
     @property
     def resolution(self) -> float:
@@ -197,6 +233,7 @@ class MetricJudgement(_Value):
     question: Question | None = None
     confidence: float | None = Field(default=None, gt=0.0, lt=1.0)
     sessions_needed: int | None = Field(default=None, ge=1)
+    sessions_to_answer: int | None = Field(default=None, ge=1)
     variance_reduction: float | None = None
     reason: str
 
@@ -235,6 +272,8 @@ class GateResult(_Value):
         question: what a live gate asked of the primary metric.
         sessions_needed, sessions: the sessions a side a live gate planned for its question,
             and the fewer side's count it had.
+        sessions_to_answer: the sessions a side that would answer the question if the
+            change is what it looks like so far (None: more would not answer it).
     """
 
     gate: Gate
@@ -250,6 +289,7 @@ class GateResult(_Value):
     skipped: bool = False
     question: Question | None = None
     sessions_needed: int | None = Field(default=None, ge=1)
+    sessions_to_answer: int | None = Field(default=None, ge=1)
     sessions: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="before")

@@ -17,10 +17,13 @@ def gate_result(
     passed: Callable[[], str],
     **fields: Any,
 ) -> GateResult:
-    """Any fail fails the gate (critical ones named first); else an aggregate marginal makes
-    it marginal; else it passes. The reason is the judgement that decided it."""
+    """Any fail fails the gate (critical ones named first); else an aggregate marginal, or a
+    judged tenant's (a tenant that may be hurt: `live.holds`), makes it marginal; else it
+    passes. The reason is the judgement that decided it."""
     failures = _failures_first_decisive(aggregate, tenants)
-    marginals = [j for j in aggregate if j.verdict is Verdict.MARGINAL]
+    marginals = [j for j in aggregate if j.verdict is Verdict.MARGINAL] or [
+        j for j in tenants if j.judged and j.verdict is Verdict.MARGINAL
+    ]
     if failures:
         verdict = Verdict.FAIL
         reason = f"{gate} gate failed: {failures[0].reason}{_more(len(failures) - 1, 'failed')}"

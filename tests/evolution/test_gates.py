@@ -250,6 +250,56 @@ def test_a_candidate_that_hurts_one_tenant_fails_naming_it() -> None:
     }
 
 
+def test_a_tenant_that_may_be_hurt_holds_a_pass_until_it_is_shown_within_tolerance() -> None:
+    """Two tenants gain enough to carry the overall question; the third drops by more than
+    the tolerance, though not yet confidently: the gate waits (marginal), naming it."""
+    baseline = {"acme": 0.6, "globex": 0.6, "initech": 0.6}
+    candidate = {"acme": 0.8, "globex": 0.8, "initech": 0.52}
+    result = judge("canary", [reward_metric(baseline, candidate, n=60)], CONFIG)
+    (aggregate,) = result.metrics
+    assert aggregate.verdict is Verdict.PASS
+    assert result.verdict is Verdict.MARGINAL
+    initech = next(j for j in result.tenants if j.tenant == "initech")
+    assert initech.verdict is Verdict.MARGINAL and initech.judged
+    assert result.reason.startswith("canary gate marginal: metric reward for tenant initech is")
+    assert "not yet a standard error" in result.reason
+    # The same drop on a guardrail metric, or within tolerance by a standard error, holds
+    # nothing: the other tenants pass.
+    assert {j.tenant: j.verdict for j in result.tenants if j.tenant != "initech"} == {
+        "acme": Verdict.PASS,
+        "globex": Verdict.PASS,
+    }
+    kept = {"acme": 0.8, "globex": 0.8, "initech": 0.6}
+    assert judge("canary", [reward_metric(baseline, kept, n=60)], CONFIG).verdict is Verdict.PASS
+
+
+def test_an_open_question_says_what_answering_it_would_take() -> None:
+    """sessions_to_answer: the sessions a side that would answer the question if the change
+    is what it looks like so far; none where it looks no better than the margin."""
+    small_gain = judge(
+        "canary",
+        [reward_metric({"acme": 0.6}, {"acme": 0.64}, n=60)],
+        CONFIG,
+        question=Question.SUPERIORITY,
+    )
+    assert small_gain.verdict is Verdict.MARGINAL
+    assert small_gain.sessions_to_answer > small_gain.sessions
+    larger = judge(
+        "canary",
+        [reward_metric({"acme": 0.6}, {"acme": 0.7}, n=60)],
+        CONFIG,
+        question=Question.SUPERIORITY,
+    )
+    assert larger.sessions_to_answer < small_gain.sessions_to_answer
+    worse = judge(
+        "canary",
+        [reward_metric({"acme": 0.6}, {"acme": 0.58}, n=60)],
+        CONFIG,
+        question=Question.SUPERIORITY,
+    )
+    assert worse.sessions_to_answer is None
+
+
 def test_a_tenant_with_few_samples_is_reported_not_judged() -> None:
     metric = reward_metric({"acme": 0.7}, {"acme": 0.7}, n=400)
     rng = np.random.default_rng(3)
@@ -278,6 +328,9 @@ def test_nothing_to_judge_is_marginal_and_names_must_be_unique() -> None:
 
 def test_gate_config_validates_and_results_round_trip_as_json() -> None:
     assert CONFIG.step_weights == [0.05, 0.25, 0.5] and CONFIG.method == "mann_whitney"
+    assert (CONFIG.budget_seconds, CONFIG.when_inconclusive) == (12 * 3600, "ask")
+    # A budget shorter than one look a step still looks once at each step.
+    assert GateConfig(canary_seconds=60).budget_seconds == 3 * CONFIG.step_seconds
     for bad in (
         {"step_weights": [0.5, 0.25]},
         {"step_weights": [0.0, 0.5]},
