@@ -25,6 +25,7 @@ from evolution.decision.scoring import (
     rounded_score,
 )
 from evolution.decision.signals import window_signals
+from evolution.gates import GateConfig
 from evolution.window import (
     FailureCluster,
     WindowStats,
@@ -41,6 +42,7 @@ def decide(
     force: Action | None = None,
     teacher: bool = False,
     distill_teacher: bool = False,
+    gate: GateConfig | None = None,
 ) -> DecisionRecord:
     """Pick the action with the best gain - cost - risk for this window, and say why.
 
@@ -50,9 +52,11 @@ def decide(
             overrides `allowed`, because an operator's explicit choice outranks defaults.
         teacher: whether the agent has a teacher model configured (for weights' algorithm).
         distill_teacher: whether it has a local teacher that scores the student's tokens.
+        gate: the agent's gate settings: each change's canary is planned at today's
+            traffic, and one that cannot be answered within its budget costs more.
     """
     config = config or PolicyConfig()
-    options = action_options(stats, config)
+    options = action_options(stats, config, gate)
     scores = [rounded_score(options[action]) for action in Action]
     if force is not None:
         action = Action(force)

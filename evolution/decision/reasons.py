@@ -54,7 +54,12 @@ def _change_reason(option: ActionCase) -> str:
     wide = option.action is Action.WEIGHTS
     where = f"across {breadth_text(cluster)}" if wide else tenants_text(cluster)
     symptom = cluster_symptom(cluster)
-    return f"{cluster.share:.0%} of trajectories {symptom} {where}; {_REMEDY[option.action]}"
+    plan = option.plan
+    unanswered = "" if plan is None or plan.answerable else f"; its canary: {plan.words()}"
+    return (
+        f"{cluster.share:.0%} of trajectories {symptom} {where}; {_REMEDY[option.action]}"
+        f"{unanswered}"
+    )
 
 
 def _rollback_reason(stats: WindowStats, config: PolicyConfig) -> str:

@@ -6,6 +6,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evolution.gates.plan import CanaryPlan
 from evolution.window import (
     FailureCluster,
     WindowSpec,
@@ -92,6 +93,18 @@ class PolicyConfig(_Value):
     canary_min_samples: int = Field(
         30, ge=1, description="rewards needed on each side before a canary delta counts"
     )
+    unanswered_cost: float = Field(
+        0.01,
+        ge=0.0,
+        description="cost of a change whose canary cannot answer within its budget at "
+        "today's traffic (times the share of its plan the budget cannot cover)",
+    )
+    unanswered_risk: float = Field(
+        0.01,
+        ge=0.0,
+        description="risk of serving users a change whose effect its canary cannot tell "
+        "within its budget (times the same share)",
+    )
     rollback_priority: float = Field(
         1.0, ge=0.0, description="gain added to a confirmed rollback so it outranks fixes"
     )
@@ -123,6 +136,9 @@ class ActionScore(_Value):
     # The failure cluster the action was scored against, so a fallback to it knows what
     # to address (None: rollback, noop, or a change with nothing to aim at).
     target: FailureCluster | None = None
+    # The change's canary at today's traffic (None: rollback, noop, or a decision made
+    # without the agent's gate settings or without two rewards in the window).
+    plan: CanaryPlan | None = None
 
 
 Signal = float | int | str | None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from evolution.decision.records import Action, ActionScore, PolicyConfig
 from evolution.decision.words import (
@@ -14,6 +14,8 @@ from evolution.decision.words import (
     rate_text,
     span_text,
 )
+from evolution.gates import GateConfig, Question, question_for
+from evolution.gates.plan import CanaryPlan, plan_canary
 from evolution.window import (
     CanaryDelta,
     FailureCluster,
@@ -38,6 +40,7 @@ __all__ = [
     "rollback_findings",
     "rounded_score",
     "skill_shortfalls",
+    "window_traffic",
 ]
 
 
@@ -90,19 +93,27 @@ class ActionCase:
     risk: float
     evidence: str
     target: FailureCluster | None = None
+    plan: CanaryPlan | None = None
 
     @property
     def score(self) -> float:
         return self.gain - self.cost - self.risk
 
 
-def action_options(stats: WindowStats, config: PolicyConfig) -> dict[Action, ActionCase]:
+def action_options(
+    stats: WindowStats, config: PolicyConfig, gate: GateConfig | None = None
+) -> dict[Action, ActionCase]:
+    """Every action's case; with the agent's `gate`, each change carries its canary's plan
+    at today's traffic, and one the canary cannot answer within its budget costs more."""
     options = {
         action: _change_option(action, stats, config)
         for action in CHANGES
         if action is not Action.SKILL
     }
     options[Action.SKILL] = _skill_option(stats, config)
+    if gate is not None:
+        for action in CHANGES:
+            options[action] = _planned(options[action], stats, config, gate)
     options[Action.ROLLBACK] = _rollback_option(stats, config)
     options[Action.NOOP] = ActionCase(Action.NOOP, 0.0, 0.0, 0.0, _baseline(stats, config))
     return options
@@ -158,6 +169,52 @@ def _skill_option(stats: WindowStats, config: PolicyConfig) -> ActionCase:
         return ActionCase(Action.SKILL, 0.0, cost, risk, _no_procedure(stats, config))
     aimed = [_aim_skill(procedure, stats, config) for procedure in eligible]
     return max(aimed, key=lambda option: option.score)
+
+
+def _planned(
+    option: ActionCase, stats: WindowStats, config: PolicyConfig, gate: GateConfig
+) -> ActionCase:
+    """The change with its canary's plan. A plan longer than the canary's budget at today's
+    traffic costs `unanswered_cost` and risks `unanswered_risk`, each times the share of the
+    plan the budget cannot cover: the canary would end inconclusive, after serving users a
+    change whose effect stays unknown, and a person would have to decide."""
+    traffic = window_traffic(stats)
+    if traffic is None:
+        return option
+    rate, variance = traffic
+    question = gate.question or question_for(option.action.value)
+    fix = question is Question.SUPERIORITY and option.gain > 0
+    plan = plan_canary(
+        gate,
+        question,
+        variance=variance,
+        rate_per_hour=rate,
+        distance=option.gain if fix else None,
+    )
+    if option.gain <= 0 or plan.answerable:
+        return replace(option, plan=plan)
+    return replace(
+        option,
+        cost=option.cost + config.unanswered_cost * plan.shortfall,
+        risk=option.risk + config.unanswered_risk * plan.shortfall,
+        evidence=f"{option.evidence}; its canary: {plan.words()}",
+        plan=plan,
+    )
+
+
+def window_traffic(stats: WindowStats) -> tuple[float, float] | None:
+    """(rewarded sessions an hour, one session's reward variance) in the window: today's
+    traffic, as a canary would see it; None without two rewards or a span of time.
+
+    The variance is the one the reward's 95% Student-t interval was computed from."""
+    reward, hours = stats.reward, (stats.until - stats.since).total_seconds() / 3600.0
+    if reward.n < 2 or reward.mean is None or reward.high is None or hours <= 0:
+        return None
+    from scipy.stats import t as student_t
+
+    scale = stats.sampled_from / stats.trajectories if stats.sampled_from else 1.0
+    spread = (reward.high - reward.mean) / float(student_t.ppf(0.975, reward.n - 1))
+    return reward.n * scale / hours, reward.n * spread * spread
 
 
 def skill_shortfalls(procedure: ProcedureFailure, config: PolicyConfig) -> list[str]:
@@ -361,6 +418,7 @@ def rounded_score(option: ActionCase) -> ActionScore:
         score=round(gain - cost - risk, 4),
         evidence=option.evidence,
         target=option.target,
+        plan=option.plan,
     )
 
 

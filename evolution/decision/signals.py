@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from evolution.decision.records import Signal
+from evolution.decision.scoring import window_traffic
 from evolution.window import (
     FailureCluster,
     ProcedureFailure,
@@ -42,6 +43,7 @@ def window_signals(stats: WindowStats) -> dict[str, Signal]:
         "regression_samples": stats.regression.current.n if stats.regression else None,
         "regression_parent_samples": stats.regression.parent.n if stats.regression else None,
         "regression_design": stats.regression.design.value if stats.regression else None,
+        **_traffic_signals(stats),
         "cost_usd": stats.cost_usd,
         "cost_per_success": stats.cost_per_success,
     }
@@ -61,6 +63,13 @@ def _evidence_signals(stats: WindowStats) -> dict[str, Signal]:
         "dissatisfied_high": heard.dissatisfied.high if heard else None,
         "follow_up_judge_agreement": heard.judge_agreement if heard else None,
     }
+
+
+def _traffic_signals(stats: WindowStats) -> dict[str, Signal]:
+    """What a canary's plan reads: rewarded sessions an hour and one session's variance."""
+    traffic = window_traffic(stats)
+    rate, variance = traffic if traffic is not None else (None, None)
+    return {"rewarded_per_hour": rate, "reward_variance": variance}
 
 
 def _top_cluster_signals(cluster: FailureCluster | None) -> dict[str, Signal]:

@@ -7,7 +7,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evolution.decision import (
@@ -18,6 +18,7 @@ from evolution.decision import (
     fall_back,
     fallbacks,
 )
+from evolution.gates import GateConfig, Question
 from evolution.window import (
     CanaryDelta,
     Drift,
@@ -554,3 +555,65 @@ def test_a_record_stored_before_targets_and_allowed_were_kept_still_loads() -> N
     old = DecisionRecord.model_validate(stored)
     assert old.allowed is None and all(score.target is None for score in old.scores)
     assert old.action is record.action and old.target == record.target
+
+
+# -- a change its canary cannot answer at today's traffic ------------------------------
+
+
+def traffic_window(hours: float) -> WindowStats:
+    """The missing-fact window, its 400 rewards (variance 0.16, as binary rewards at 0.8)
+    arriving over `hours`."""
+    from scipy.stats import t as student_t
+
+    half = float(student_t.ppf(0.975, 399)) * math.sqrt(0.16 / 400)
+    return window(
+        failures=[MISSING_FACT],
+        since=UNTIL - timedelta(hours=hours),
+        reward=Mean(n=400, mean=0.8, low=0.8 - half, high=0.8 + half),
+    )
+
+
+def memory_of(record: DecisionRecord):
+    return next(score for score in record.scores if score.action is Action.MEMORY)
+
+
+def test_a_change_its_canary_cannot_answer_in_time_costs_more_and_says_so() -> None:
+    gate, policy = GateConfig(), PolicyConfig()
+    plain = memory_of(decide(traffic_window(24)))  # decided without the gate: no plan
+    assert plain.plan is None
+    fast = memory_of(decide(traffic_window(1), gate=gate))  # 400 rewarded sessions an hour
+    assert fast.plan.answerable and fast.plan.question is Question.SUPERIORITY
+    assert fast.plan.distance == pytest.approx(plain.expected_gain, abs=1e-4)
+    assert (fast.cost, fast.risk, fast.evidence) == (plain.cost, plain.risk, plain.evidence)
+    slow_record = decide(traffic_window(24), gate=gate)  # 400 a day, about 17 an hour
+    slow = memory_of(slow_record)
+    assert not slow.plan.answerable and 0 < slow.plan.shortfall < 1
+    assert slow.cost == pytest.approx(
+        plain.cost + policy.unanswered_cost * slow.plan.shortfall, abs=1e-4
+    )
+    assert slow.risk == pytest.approx(
+        plain.risk + policy.unanswered_risk * slow.plan.shortfall, abs=1e-4
+    )
+    assert "its canary: superiority: ~" in slow.evidence
+    assert slow_record.action is Action.MEMORY  # still worth it, and the reason says the cost
+    assert "more than the canary's 12 h budget" in slow_record.reason
+    assert slow_record.signals["rewarded_per_hour"] == pytest.approx(400 / 24)
+    assert slow_record.signals["reward_variance"] == pytest.approx(0.16, rel=1e-3)
+    assert DecisionRecord.model_validate_json(slow_record.model_dump_json()) == slow_record
+
+
+@settings(max_examples=30, deadline=None)
+@given(hours=st.floats(min_value=0.05, max_value=2000), more=st.floats(min_value=1.0, max_value=50))
+def test_what_an_unanswerable_canary_costs_is_bounded_and_shrinks_with_traffic(
+    hours: float, more: float
+) -> None:
+    gate, policy = GateConfig(), PolicyConfig()
+    plain = memory_of(decide(traffic_window(hours)))
+    slower, faster = (
+        memory_of(decide(traffic_window(h), gate=gate)) for h in (hours * more, hours)
+    )
+    for score in (slower, faster):
+        extra = score.cost - plain.cost
+        assert 0 <= extra <= policy.unanswered_cost + 1e-4
+        assert (extra < 1e-4) == score.plan.answerable or score.plan.shortfall < 0.01
+    assert faster.cost <= slower.cost + 1e-4 and faster.risk <= slower.risk + 1e-4
