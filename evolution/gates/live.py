@@ -50,7 +50,7 @@ class _Subject:
     tenant: str | None
     higher_is_better: bool
     critical: bool
-    primary: bool = False  # a tenant's judgement of the primary metric: it may hold a pass
+    primary: bool = False  # a tenant's judgement that may hold a pass (`holds`)
 
     def __str__(self) -> str:
         kind = "critical metric" if self.critical else "metric"
@@ -82,10 +82,12 @@ def judge(
     wholly on the wrong side of it fails. Other metrics are guardrails: they fail when the
     interval shows the candidate worse by more than `tolerance`, and are marginal when the
     observed drop is beyond it but the interval is not yet sure. Too few samples are
-    marginal. A tenant's judgements fail the gate on confident harm to that tenant; on the
-    primary metric a judged tenant also holds a pass (marginal) while its drop could still
-    be beyond the tolerance (`holds`), so a candidate that helps most tenants does not pass
-    while it may be hurting one. Per-tenant intervals are Bonferroni-corrected over the
+    marginal. A tenant's judgements fail the gate on confident harm to that tenant. Asked
+    non-inferiority, a judged tenant also holds a pass (marginal) while its drop on the
+    primary metric could still be beyond the tolerance (`holds`): a change allowed to be a
+    little worse overall must not buy that with one tenant's loss. A fix must show a gain
+    overall, and its tenants fail it only on confident harm, as a small tenant's noise
+    would otherwise hold most fixes. Per-tenant intervals are Bonferroni-corrected over the
     tenants judged, so many tenants do not fail a good candidate by chance.
     """
     names = [metric.name for metric in metrics]
@@ -95,7 +97,8 @@ def judge(
     aggregate = [
         _judge_aggregate(metric, config, _asked(metric, config, asked)) for metric in metrics
     ]
-    tenants = [judgement for metric in metrics for judgement in _judge_tenants(metric, config)]
+    holding = asked is Question.NON_INFERIORITY
+    tenants = [j for metric in metrics for j in _judge_tenants(metric, config, holding)]
     primary = next((j for j in aggregate if j.question is not Question.NO_HARM), None)
 
     def passed() -> str:
@@ -110,7 +113,15 @@ def judge(
             f"look, no tenant confidently worse ({count_text(judged, 'tenant')} judged)"
         )
 
-    result = gate_result(gate, aggregate, tenants, passed, step=step, weight=weight)
+    holds = [
+        j
+        for j in tenants
+        if holding
+        and j.metric == config.primary_metric
+        and j.judged
+        and j.verdict is Verdict.MARGINAL
+    ]
+    result = gate_result(gate, aggregate, tenants, passed, holds, step=step, weight=weight)
     if primary is None:
         return result
     return result.model_copy(
@@ -144,8 +155,10 @@ def _judge_aggregate(
     return _compare(subject, metric.baseline, metric.candidate, config, question, config.confidence)
 
 
-def _judge_tenants(metric: MetricSamples, config: GateConfig) -> list[MetricJudgement]:
-    primary = metric.name == config.primary_metric
+def _judge_tenants(
+    metric: MetricSamples, config: GateConfig, holding: bool
+) -> list[MetricJudgement]:
+    primary = holding and metric.name == config.primary_metric
     baseline, candidate = _by_tenant(metric.baseline), _by_tenant(metric.candidate)
     tenants = sorted(baseline.keys() | candidate.keys())
     enough = {

@@ -93,7 +93,8 @@ class GateConfig(_Value):
         canary_seconds: the canary's budget: the last step looks again, every `step_seconds`
             at most (sooner when its plan's sessions will be there sooner), until its
             question is answered, harm is evident, or this much time has passed since the
-            canary began (at least one look a step).
+            canary began (at least one look a step). None: as long as a look at each step
+            and `max_extensions` more take (the budget before there was one of its own).
         max_extensions: a marginal shadow gate may look this many more times, each sized
             from its plan, before it ends marginal (canaries recorded before the budget
             extended each step so).
@@ -132,7 +133,7 @@ class GateConfig(_Value):
     step_weights: list[float] = Field(default_factory=lambda: [0.05, 0.25, 0.5], min_length=1)
     step_seconds: float = Field(default=1800.0, gt=0.0)
     shadow_seconds: float = Field(default=1800.0, gt=0.0)
-    canary_seconds: float = Field(default=12 * 3600.0, gt=0.0)
+    canary_seconds: float | None = Field(default=12 * 3600.0, gt=0.0)
     max_extensions: int = Field(default=2, ge=0)
     when_inconclusive: Inconclusive = "ask"
     max_canary_seconds: float = Field(default=24 * 3600.0, gt=0.0)
@@ -167,7 +168,10 @@ class GateConfig(_Value):
     def budget_seconds(self) -> float:
         """How long a canary may look before it is inconclusive: `canary_seconds`, and at
         least one look a step."""
-        return max(self.canary_seconds, self.step_seconds * len(self.step_weights))
+        looks = len(self.step_weights)
+        if self.canary_seconds is None:
+            return self.step_seconds * (looks + self.max_extensions)
+        return max(self.canary_seconds, self.step_seconds * looks)
 
     @property
     def limit_seconds(self) -> float:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from evolution.gates.records import Gate, GateResult, MetricJudgement, Verdict
@@ -15,15 +15,15 @@ def gate_result(
     aggregate: list[MetricJudgement],
     tenants: list[MetricJudgement],
     passed: Callable[[], str],
+    holds: Sequence[MetricJudgement] = (),
     **fields: Any,
 ) -> GateResult:
     """Any fail fails the gate (critical ones named first); else an aggregate marginal, or a
-    judged tenant's (a tenant that may be hurt: `live.holds`), makes it marginal; else it
-    passes. The reason is the judgement that decided it."""
+    tenant in `holds` (one that may be hurt by a change asked non-inferiority:
+    `live.holds`), makes it marginal; else it passes. The reason is the judgement that
+    decided it."""
     failures = _failures_first_decisive(aggregate, tenants)
-    marginals = [j for j in aggregate if j.verdict is Verdict.MARGINAL] or [
-        j for j in tenants if j.judged and j.verdict is Verdict.MARGINAL
-    ]
+    marginals = [j for j in aggregate if j.verdict is Verdict.MARGINAL] or list(holds)
     if failures:
         verdict = Verdict.FAIL
         reason = f"{gate} gate failed: {failures[0].reason}{_more(len(failures) - 1, 'failed')}"

@@ -250,9 +250,10 @@ def test_a_candidate_that_hurts_one_tenant_fails_naming_it() -> None:
     }
 
 
-def test_a_tenant_that_may_be_hurt_holds_a_pass_until_it_is_shown_within_tolerance() -> None:
-    """Two tenants gain enough to carry the overall question; the third drops by more than
-    the tolerance, though not yet confidently: the gate waits (marginal), naming it."""
+def test_a_tenant_that_may_be_hurt_holds_a_non_inferiority_pass_until_shown_within_it() -> None:
+    """A change asked non-inferiority: two tenants gain enough to carry it; the third drops
+    by more than the tolerance, though not yet confidently: the gate waits (marginal),
+    naming it."""
     baseline = {"acme": 0.6, "globex": 0.6, "initech": 0.6}
     candidate = {"acme": 0.8, "globex": 0.8, "initech": 0.52}
     result = judge("canary", [reward_metric(baseline, candidate, n=60)], CONFIG)
@@ -271,6 +272,11 @@ def test_a_tenant_that_may_be_hurt_holds_a_pass_until_it_is_shown_within_toleran
     }
     kept = {"acme": 0.8, "globex": 0.8, "initech": 0.6}
     assert judge("canary", [reward_metric(baseline, kept, n=60)], CONFIG).verdict is Verdict.PASS
+    # A fix must show a gain overall; its tenants fail it only on confident harm.
+    fix = judge(
+        "canary", [reward_metric(baseline, candidate, n=60)], CONFIG, question=Question.SUPERIORITY
+    )
+    assert fix.verdict is Verdict.PASS, fix.reason
 
 
 def test_an_open_question_says_what_answering_it_would_take() -> None:
@@ -331,6 +337,9 @@ def test_gate_config_validates_and_results_round_trip_as_json() -> None:
     assert (CONFIG.budget_seconds, CONFIG.when_inconclusive) == (12 * 3600, "ask")
     # A budget shorter than one look a step still looks once at each step.
     assert GateConfig(canary_seconds=60).budget_seconds == 3 * CONFIG.step_seconds
+    # None: a look a step and max_extensions more, as settings written before it had.
+    old = GateConfig(step_weights=[0.5], step_seconds=10, max_extensions=3, canary_seconds=None)
+    assert old.budget_seconds == 40
     for bad in (
         {"step_weights": [0.5, 0.25]},
         {"step_weights": [0.0, 0.5]},
