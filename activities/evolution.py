@@ -31,6 +31,9 @@ from activities.models import (
     EvolutionOptions,
     EvolutionRequest,
     FinishRequest,
+    HoldbackEnd,
+    HoldbackLook,
+    HoldbackWatch,
     LiveGateRequest,
     RegisterRequest,
     ReplayGateRequest,
@@ -43,7 +46,7 @@ from atdp import utcnow
 from evolution.analysis import measure_window, read_window
 from evolution.corrections import CorrectionJudge, judge_with
 from evolution.decision import Action, DecisionRecord, decide
-from evolution.gates import GateResult, judge, question_for
+from evolution.gates import GateResult, Question, judge, question_for
 from evolution.memory.operator import memory_operator
 from evolution.operators import Candidate, Operator, OperatorError
 from evolution.samples import canary_metrics, shadow_metrics
@@ -68,6 +71,7 @@ from registry import (
     previous_stable,
     register_version,
     revoke_api_key,
+    running_evolution,
     set_alias,
     start_evolution,
     tenant_agents,
@@ -214,6 +218,7 @@ class EvolutionActivities:
             force=request.force,
             teacher=teacher,
             distill_teacher=distill_teacher,
+            gate=request.gate,
         )
         with transaction(self.engine) as session:
             update_evolution(
@@ -415,6 +420,42 @@ class EvolutionActivities:
         )
 
     @activity.defn
+    def judge_holdback(self, watch: HoldbackWatch) -> HoldbackLook:
+        """Stable against the held-back parent on the holdback's traffic (non-inferiority),
+        while the holdback runs as watched; the agent's running evolution, if any."""
+        with transaction(self.engine) as session:
+            if not _watched(session, watch):
+                return HoldbackLook(watching=False)
+            running = running_evolution(session, watch.agent)
+            window = WindowSpec(agent=watch.agent, tenants=watch.tenants, since=watch.since)
+            metrics = canary_metrics(session, window, watch.parent, watch.stable)
+        result = judge("holdback", metrics, watch.gate, question=Question.NON_INFERIORITY)
+        return HoldbackLook(watching=True, evolution=running.id if running else None, result=result)
+
+    @activity.defn
+    def end_holdback(self, end: HoldbackEnd) -> None:
+        """Clear the holdback if it still runs as watched, and keep why (and its last
+        judgement) among the stages of the evolution that began it; a holdback that ended
+        meanwhile (its watcher looked just before) is left as it is."""
+        watch = end.watch
+        with transaction(self.engine) as session:
+            if not _watched(session, watch):
+                return
+            if end.clear:
+                set_alias(
+                    session,
+                    watch.agent,
+                    Alias.HOLDBACK,
+                    None,
+                    actor="holdback",
+                    reason=end.reason,
+                    evolution_id=watch.evolution_id,
+                )
+            result = end.result.model_dump(mode="json") if end.result else {}
+            record = {**result, "stage": "holdback", "reason": end.reason}
+            append_stage(session, watch.evolution_id, record)
+
+    @activity.defn
     def record_stage(self, request: StageRecord) -> None:
         """Record where the evolution is, with a gate's result or a build that could not help."""
         changes = {"stage": request.stage.value}
@@ -577,6 +618,23 @@ class EvolutionActivities:
             action = get_evolution(session, request.evolution_id).action
         if request.mlflow_run_id:
             self._track("finish", request.mlflow_run_id, request.outcome.value, action=action)
+
+
+def _watched(session: Any, watch: HoldbackWatch) -> bool:
+    """The holdback still runs as `watch` saw it begin: stable and the held-back version
+    unchanged since the move that began it (another agent of the same name, in another
+    registry, never matches)."""
+    try:
+        aliases = current_aliases(session, watch.agent)
+    except NotFoundError:
+        return False
+    if (aliases.stable, aliases.holdback) != (watch.stable, watch.parent):
+        return False
+    moves = alias_history(session, watch.agent, Alias.HOLDBACK)
+    return bool(moves) and (moves[-1].at, moves[-1].evolution_id) == (
+        watch.since,
+        watch.evolution_id,
+    )
 
 
 def _window_start(options: EvolutionOptions, now: datetime) -> datetime:

@@ -14,7 +14,8 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validato
 
 from atdp import VersionSpec
 from evolution.decision import Action, DecisionRecord, PolicyConfig
-from evolution.gates import GateConfig, GateResult
+from evolution.gates import GateConfig, GateResult, Question
+from evolution.gates.plan import CanaryPlan
 from evolution.operators import Candidate
 from evolution.window import WindowSpec
 
@@ -23,6 +24,7 @@ __all__ = [
     "Approval",
     "ApprovalPoint",
     "BeginResult",
+    "CanaryAnswer",
     "CandidateRequest",
     "DecideRequest",
     "EvolutionOptions",
@@ -30,7 +32,11 @@ __all__ = [
     "EvolutionStatus",
     "FinishRequest",
     "GateName",
+    "HoldbackEnd",
+    "HoldbackLook",
+    "HoldbackWatch",
     "LiveGateRequest",
+    "OpenQuestion",
     "Outcome",
     "RegisterRequest",
     "ReplayGateRequest",
@@ -58,6 +64,7 @@ class Stage(StrEnum):
     SHADOW = "shadow"
     CANARY = "canary"
     PROMOTING = "promoting"
+    HOLDBACK = "holdback"
     ROLLING_BACK = "rolling_back"
     DONE = "done"
 
@@ -133,6 +140,7 @@ class DecideRequest(_Message):
     window: WindowSpec
     policy: PolicyConfig
     force: Action | None = None
+    gate: GateConfig | None = None  # each change's canary is planned with it
 
 
 class CandidateRequest(_Message):
@@ -227,6 +235,72 @@ class Approval(_Message):
     reason: str = ""
 
 
+class CanaryAnswer(_Message):
+    """A person's answer to a canary inconclusive at the end of its budget.
+
+    Args:
+        choice: "extend" it (for `hours`, default the time its open question still needs at
+            the pace so far), "promote" it although its question is open (recorded as the
+            person's call, never as a pass), or "roll_back".
+    """
+
+    actor: str = Field(min_length=1)
+    choice: Literal["extend", "promote", "roll_back"]
+    hours: float | None = Field(default=None, gt=0.0)
+    reason: str = ""
+
+
+class OpenQuestion(_Message):
+    """What an inconclusive canary shows the person it asks.
+
+    Args:
+        sessions: the sessions a side it has.
+        sessions_more: the sessions a side more that would answer its question if the
+            change is what it looks like so far (None: more would not answer it).
+        hours_more: how long those take at the pace of its last share.
+        words: all of it in a sentence, as the Temporal details show it.
+    """
+
+    question: Question | None
+    sessions: int = Field(ge=0)
+    sessions_more: int | None = Field(default=None, ge=0)
+    hours_more: float | None = Field(default=None, ge=0.0)
+    words: str
+
+
+class HoldbackWatch(_Message):
+    """A holdback to watch: the replaced version `parent` held back since `since` after the
+    evolution `evolution_id` promoted `stable`."""
+
+    agent: str
+    stable: str
+    parent: str
+    since: datetime
+    evolution_id: str
+    gate: GateConfig
+    tenants: list[str] | None = None
+
+
+class HoldbackLook(_Message):
+    """One look at a holdback: whether it still runs as watched (stable and the held-back
+    parent unchanged), the evolution running for the agent, if any, and the judgement of
+    stable against the parent (non-inferiority) while it runs."""
+
+    watching: bool
+    evolution: str | None = None
+    result: GateResult | None = None
+
+
+class HoldbackEnd(_Message):
+    """End a watched holdback (if it still runs as watched) and record why with the
+    evolution that began it."""
+
+    watch: HoldbackWatch
+    reason: str
+    result: GateResult | None = None
+    clear: bool = True  # False: record only (a regression: the rollback clears it)
+
+
 class RollbackRequest(_Message):
     agent: str
     to_version: str | None = None  # None: the stable before the current one
@@ -255,5 +329,7 @@ class EvolutionStatus(_Message):
     gates: list[GateResult] = Field(default_factory=list)
     tried: list[TriedAction] = Field(default_factory=list)  # actions whose operator could not help
     awaiting_approval: ApprovalPoint | None = None
+    plan: CanaryPlan | None = None  # the canary's plan at today's traffic, before it began
+    inconclusive: OpenQuestion | None = None  # the canary waits for a person's answer
     outcome: Outcome | None = None
     mlflow_run_id: str | None = None

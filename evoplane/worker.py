@@ -27,6 +27,7 @@ from evolution.replay import ToolSimulator
 from evoplane.settings import Settings, SettingsError
 from registry import check_schema, create_db_engine
 from workflows.evolution import EvolutionWorkflow
+from workflows.holdback import HoldbackWorkflow
 from workflows.loop import EvolutionLoop
 from workflows.queues import CONTROL_QUEUE, GPU_QUEUE
 from workflows.rollback import RollbackWorkflow
@@ -42,7 +43,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-WORKFLOWS = [EvolutionWorkflow, RollbackWorkflow, EvolutionLoop]
+WORKFLOWS = [EvolutionWorkflow, RollbackWorkflow, EvolutionLoop, HoldbackWorkflow]
 # How long activities in flight may take to finish once a worker is asked to stop (within
 # Kubernetes' default 30 s grace period); a training job's checkpoints make the rest cheap.
 SHUTDOWN_GRACE = timedelta(seconds=20)
@@ -125,6 +126,8 @@ def workers_for(
         activities.register_candidate,
         activities.replay_gate,
         activities.judge_live,
+        activities.judge_holdback,
+        activities.end_holdback,
         activities.record_stage,
         activities.move_alias,
         activities.rollback,

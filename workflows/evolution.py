@@ -2,7 +2,13 @@
 
     begin -> analyse window -> decide -> build candidate -> register version
       -> replay gate -> [approval] -> shadow gate -> canary gate in weight steps
-      -> [approval] -> promote            (any failed gate: abort, candidate never stable)
+      -> [approval] -> promote -> holdback (a workflow of its own)
+                                          (any failed gate: abort, candidate never stable)
+
+The canary's steps advance while no harm is evident; its last step must answer the
+question. One still unanswered at the end of its budget does what the agent's settings say
+(`GateConfig.when_inconclusive`): waits for a person's `answer_canary`, extends, or rolls
+back.
 
 An operator with nothing to propose (or one this worker cannot run) is no fault: the
 evolution records why and builds the decision's next-best action instead, and ends noop
@@ -15,11 +21,13 @@ happening in words, so the Temporal UI is enough to follow an evolution.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
     from activities.evolution import EvolutionActivities
@@ -28,13 +36,16 @@ with workflow.unsafe.imports_passed_through():
         Approval,
         ApprovalPoint,
         BeginResult,
+        CanaryAnswer,
         CandidateRequest,
         DecideRequest,
         EvolutionOptions,
         EvolutionRequest,
         EvolutionStatus,
         FinishRequest,
+        HoldbackWatch,
         LiveGateRequest,
+        OpenQuestion,
         Outcome,
         RegisterRequest,
         ReplayGateRequest,
@@ -46,7 +57,10 @@ with workflow.unsafe.imports_passed_through():
     from activities.training import TrainingActivities
     from evolution.decision import Action, DecisionRecord, fall_back, fallbacks
     from evolution.gates import GateConfig, GateResult, Verdict
+    from evolution.gates.canary import Move, canary_move, harm_checked
+    from evolution.gates.plan import CanaryPlan
     from evolution.operators import Candidate
+    from workflows.naming import holdback_workflow_id
     from workflows.queues import CONTROL_QUEUE, GPU_QUEUE
     from workflows.search_attributes import ACTION, AGENT, OUTCOME, STAGE, TENANT
 
@@ -70,6 +84,8 @@ class EvolutionWorkflow:
         self._rejection: Approval | None = None
         self._abort: Approval | None = None
         self._options: EvolutionOptions | None = None
+        self._answer: CanaryAnswer | None = None  # a person's answer, until it is applied
+        self._promoted_over: CanaryAnswer | None = None  # promoted over an open canary
 
     # --- what people see and send ---------------------------------------------------------
 
@@ -100,6 +116,22 @@ class EvolutionWorkflow:
     @reject.validator
     def _validate_reject(self, rejection: Approval) -> None:
         self._require_waiting("reject")
+
+    @workflow.update
+    async def answer_canary(self, answer: CanaryAnswer) -> EvolutionStatus:
+        """Answer a canary inconclusive at the end of its budget: extend it, promote it,
+        or roll it back."""
+        self._answer = answer
+        await workflow.wait_condition(lambda: self._answer is None)
+        return self._status
+
+    @answer_canary.validator
+    def _validate_answer_canary(self, answer: CanaryAnswer) -> None:
+        if self._status is None or self._status.inconclusive is None:
+            stage = self._status.stage if self._status else "starting"
+            raise ValueError(f"nothing to answer: no canary is waiting for a person ({stage})")
+        if self._answer is not None:
+            raise ValueError(f"{self._answer.actor}'s answer is being applied")
 
     @workflow.signal
     def abort(self, request: Approval) -> None:
@@ -155,6 +187,7 @@ class EvolutionWorkflow:
                 window=begun.window,
                 policy=begun.policy,
                 force=options.force,
+                gate=begun.gate,
             ),
             summary="analyse the window and choose the action",
             timeout=timedelta(minutes=10),
@@ -184,7 +217,9 @@ class EvolutionWorkflow:
             )
             return Outcome.ROLLED_BACK, decision.reason
 
-        await self._stage(Stage.BUILDING, f"building a {decision.action.value} candidate")
+        await self._stage(
+            Stage.BUILDING, f"building a {decision.action.value} candidate{self._unanswered()}"
+        )
         found = await self._build_first_that_helps(request, begun, decision)
         if found is None:
             return Outcome.NOOP, f"noop: no operator could build a candidate: {self._tried_words()}"
@@ -299,7 +334,10 @@ class EvolutionWorkflow:
                     Stage(gate_name), GateResult.skipped_gate(gate_name, _skip_words(options))
                 )
                 continue
-            outcome = await self._live_gates(request, begun, candidate, gate_name, gate)
+            if gate_name == "canary" and workflow.patched("canary-ramp"):
+                outcome = await self._canary(request, begun, candidate, gate)
+            else:
+                outcome = await self._live_gates(request, begun, candidate, gate_name, gate)
             if outcome is not None:
                 return outcome
         stopped = await self._approval("promotion")
@@ -307,12 +345,12 @@ class EvolutionWorkflow:
             await self._clear_live(stopped[1])
             return stopped
         await self._stage(Stage.PROMOTING, f"promoting {candidate} to stable")
-        gated = _gates_words(self._status.gates, options)
+        gated = _gates_words(self._status.gates, options, self._promoted_over)
         await self._move("stable", candidate, f"promoted: {gated}")
         await self._move("canary", None, "promoted to stable")
         if workflow.patched("post-promotion-holdback"):
             skipped = "canary" in options.skip_gates
-            await self._hold_back(begun.parent_version, gate, skipped=skipped)
+            await self._hold_back(request, begun.parent_version, candidate, gate, skipped=skipped)
         if all(result.skipped for result in self._status.gates):
             return Outcome.PROMOTED, f"{candidate} {_by('promoted without gates', options)}"
         return Outcome.PROMOTED, f"{candidate} {gated} and is now stable"
@@ -330,9 +368,18 @@ class EvolutionWorkflow:
             f"{signals['regression_parent_samples']} sessions)",
         )
 
-    async def _hold_back(self, parent: str, gate: GateConfig, *, skipped: bool) -> None:
-        """Keep a share of new sessions on the replaced version, so the next evolution
-        compares the two on the same traffic (analysis: the regression check).
+    async def _hold_back(
+        self,
+        request: EvolutionRequest,
+        parent: str,
+        stable: str,
+        gate: GateConfig,
+        *,
+        skipped: bool,
+    ) -> None:
+        """Keep a share of new sessions on the replaced version, so the two are compared
+        on the same traffic, and start the holdback's own workflow, which ends it once it
+        has answered (`workflows.holdback`).
 
         A promotion that skipped the canary keeps none: a person shipped it without
         measuring, usually to replace a version they judged broken, which no user should
@@ -341,11 +388,30 @@ class EvolutionWorkflow:
         if skipped or gate.holdback_weight == 0.0:
             await self._move("holdback", None, "a new stable: the earlier holdback ends")
             return
-        await self._move(
+        since = await self._move(
             "holdback",
             parent,
             f"holdback: {gate.holdback_weight:.0%} of new sessions stay on {parent}",
             weight=gate.holdback_weight,
+        )
+        if not workflow.patched("holdback-watch"):
+            return
+        watch = HoldbackWatch(
+            agent=request.agent,
+            stable=stable,
+            parent=parent,
+            since=since,
+            evolution_id=self._status.evolution_id,
+            gate=gate,
+            tenants=request.tenants,
+        )
+        await workflow.start_child_workflow(
+            "HoldbackWorkflow",
+            watch,
+            id=holdback_workflow_id(request.agent, workflow.now()),
+            task_queue=CONTROL_QUEUE,
+            parent_close_policy=ParentClosePolicy.ABANDON,
+            static_summary=f"holdback of {parent} after {stable} was promoted",
         )
 
     async def _replay_gate(
@@ -440,6 +506,193 @@ class EvolutionWorkflow:
         if gate_name == "shadow":
             await self._move("shadow", None, "shadow gate passed")
         return None
+
+    async def _canary(
+        self, request: EvolutionRequest, begun: BeginResult, candidate: str, gate: GateConfig
+    ) -> tuple[Outcome, str] | None:
+        """The canary's ramp (`evolution.gates.canary`): None when its last step answered
+        the question (or a person promoted it), else the outcome to end with.
+
+        Every look judges all of the canary's sessions since its first step. A step before
+        the last advances at its first look that judged enough sessions and saw no harm;
+        harm at any look stops it; the last step looks until the question is answered or
+        the budget is spent, then does what `when_inconclusive` says.
+        """
+        try:
+            return await self._ramp(request, begun, candidate, gate)
+        finally:  # an answer the canary's own end overtook is answered by that end
+            self._answer = None
+
+    async def _ramp(
+        self, request: EvolutionRequest, begun: BeginResult, candidate: str, gate: GateConfig
+    ) -> tuple[Outcome, str] | None:
+        steps = gate.step_weights
+        self._update(plan=self._plan())
+        step, words = 0, _step_words(0, steps)
+        planned = f"; plan: {self._status.plan.words()}" if self._status.plan else ""
+        await self._stage(Stage.CANARY, f"{words} on {candidate}{planned}")
+        began = await self._move("canary", candidate, words, weight=steps[0])
+        ramp = _Ramp(budget=gate.budget_seconds, last_began=began)
+        wait = gate.step_seconds
+        while True:
+            await self._wait_for_people(wait)
+            if self._abort is not None:
+                await self._clear_live("aborted by an operator")
+                return Outcome.ABORTED, self._abort_words()
+            if self._answer is not None:
+                answered = await self._apply_answer(began, ramp, gate)
+                if answered is not True:
+                    return answered
+                wait = gate.step_seconds
+                continue
+            result = await self._judge_canary(request, begun, candidate, began, step, gate)
+            await self._record(Stage.CANARY, result, step=step + 1)
+            elapsed = (workflow.now() - began).total_seconds()
+            last = step == len(steps) - 1
+            move = canary_move(
+                result.verdict,
+                checked=harm_checked(result, gate),
+                last_step=last,
+                spent=elapsed >= ramp.budget - 1e-6,
+            )
+            if move is Move.STOP:
+                self._update(inconclusive=None)
+                await self._clear_live(f"canary gate: {result.reason}")
+                return Outcome.ROLLED_BACK, f"canary gate: {result.reason}"
+            if move is Move.PROMOTE:
+                self._update(inconclusive=None)
+                return None
+            if move is Move.ADVANCE:
+                step += 1
+                ramp.advanced(workflow.now(), result)
+                words = _step_words(step, steps)
+                await self._stage(
+                    Stage.CANARY,
+                    f"{words} on {candidate}: no harm evident at {steps[step - 1]:.0%}"
+                    f"{_plan_words(result)}",
+                )
+                await self._move("canary", candidate, words, weight=steps[step])
+                wait = gate.step_seconds
+                continue
+            if move is Move.INCONCLUSIVE:
+                ended = await self._inconclusive(result, gate, ramp, elapsed)
+                if ended is not None:
+                    return ended
+            wait = ramp.next_wait(result, gate, workflow.now(), elapsed, last)
+            if self._status.inconclusive is None:
+                workflow.set_current_details(
+                    f"**canary**: {words}: no harm evident, question open{_plan_words(result)}; "
+                    f"next look in {_duration(wait)}"
+                )
+
+    async def _wait_for_people(self, seconds: float) -> None:
+        """Sleep until the next look, or until an abort or a person's answer arrives."""
+        try:
+            await workflow.wait_condition(
+                lambda: self._abort is not None or self._answer is not None,
+                timeout=timedelta(seconds=seconds),
+            )
+        except TimeoutError:
+            pass
+
+    async def _judge_canary(
+        self,
+        request: EvolutionRequest,
+        begun: BeginResult,
+        candidate: str,
+        began: datetime,
+        step: int,
+        gate: GateConfig,
+    ) -> GateResult:
+        return await self._activity(
+            EvolutionActivities.judge_live,
+            LiveGateRequest(
+                agent=request.agent,
+                gate="canary",
+                baseline_version=begun.parent_version,
+                candidate_version=candidate,
+                since=began,
+                tenants=request.tenants,
+                step=step + 1,
+                weight=gate.step_weights[step],
+                config=gate,
+                action=self._status.action,
+            ),
+            summary=f"judge canary step {step + 1}",
+        )
+
+    async def _inconclusive(
+        self, result: GateResult, gate: GateConfig, ramp: _Ramp, elapsed: float
+    ) -> tuple[Outcome, str] | None:
+        """The budget is spent with the question open: roll back, extend to the longest a
+        canary may run, or ask a person (and, unanswered by then, roll back). None when the
+        canary goes on (`ramp.budget` then says until when)."""
+        mode, spent = gate.when_inconclusive, _duration(elapsed)
+        if mode == "extend" and elapsed < gate.limit_seconds - 1e-6:
+            ramp.budget = gate.limit_seconds
+            workflow.set_current_details(
+                f"**canary**: inconclusive after {spent}; extending to "
+                f"{_duration(gate.limit_seconds)}{_plan_words(result)}"
+            )
+            return None
+        if mode == "ask" and self._status.inconclusive is None:
+            ramp.budget = max(gate.limit_seconds, elapsed + gate.budget_seconds)
+            asked = ramp.open_question(result, workflow.now())
+            self._update(inconclusive=asked)
+            await self._stage(
+                Stage.AWAITING_APPROVAL,
+                f"canary inconclusive after {spent}, waiting for a person to extend, promote "
+                f"or roll back (answer_canary; until {_duration(ramp.budget)}, then it rolls "
+                f"back): {asked.words}",
+            )
+            return None
+        if mode == "ask":
+            why = f"canary gate inconclusive, nobody answered within {spent}: {result.reason}"
+        elif mode == "extend":
+            why = f"canary gate inconclusive after {spent}, its longest: {result.reason}"
+        else:
+            why = f"canary gate inconclusive at the end of its {spent} budget: {result.reason}"
+        self._update(inconclusive=None)
+        await self._clear_live(why)
+        return Outcome.ROLLED_BACK, why
+
+    async def _apply_answer(
+        self, began: datetime, ramp: _Ramp, gate: GateConfig
+    ) -> tuple[Outcome, str] | None | bool:
+        """Do what the person answered: True when the canary goes on (extended), None
+        when it is promoted, else the outcome to end with."""
+        answer, asked = self._answer, self._status.inconclusive
+        self._update(inconclusive=None)
+        if answer.choice == "roll_back":
+            why = f"canary gate inconclusive; {_by('rolled back', answer)}"
+            await self._clear_live(why)
+            self._answer = None
+            return Outcome.ROLLED_BACK, why
+        if answer.choice == "promote":
+            self._promoted_over, self._answer = answer, None
+            return None
+        elapsed = (workflow.now() - began).total_seconds()
+        hours = answer.hours or (asked.hours_more if asked else None)
+        extra = hours * 3600.0 if hours else gate.step_seconds
+        ramp.budget = elapsed + max(extra, gate.step_seconds)
+        self._answer = None
+        await self._stage(
+            Stage.CANARY,
+            f"canary {_by('extended', answer)}, for {_duration(ramp.budget - elapsed)}",
+        )
+        return True
+
+    def _plan(self) -> CanaryPlan | None:
+        """The canary's plan at today's traffic, as the decision made it for the action."""
+        decision = self._status.decision
+        if decision is None:
+            return None
+        return next((s.plan for s in decision.scores if s.action is self._status.action), None)
+
+    def _unanswered(self) -> str:
+        """'; its canary: ...' when the decision's plan says it cannot be answered."""
+        plan = self._plan()
+        return "" if plan is None or plan.answerable else f"; its canary: {plan.words()}"
 
     # --- small steps ----------------------------------------------------------------------
 
@@ -563,6 +816,83 @@ class EvolutionWorkflow:
         return _by("aborted", self._abort)
 
 
+@dataclass
+class _Ramp:
+    """Where a canary's budget ends (seconds since it began) and the pace of its last share."""
+
+    budget: float
+    last_began: datetime
+    sessions_then: int = 0
+
+    def advanced(self, now: datetime, result: GateResult) -> None:
+        self.last_began, self.sessions_then = now, result.sessions or 0
+
+    def pace(self, result: GateResult, now: datetime) -> float | None:
+        """Sessions a side an hour since the current share began; None before any came."""
+        hours = (now - self.last_began).total_seconds() / 3600.0
+        gained = (result.sessions or 0) - self.sessions_then
+        return gained / hours if hours > 0 and gained > 0 else None
+
+    def next_wait(
+        self, result: GateResult, gate: GateConfig, now: datetime, elapsed: float, last: bool
+    ) -> float:
+        """A step between looks, or less: at the last share, as long as the sessions that
+        would answer the question take (a quarter step at least); never past the budget."""
+        wait = gate.step_seconds
+        more, pace = _sessions_more(result), self.pace(result, now)
+        if last and more is not None and pace:
+            wait = min(wait, max(more / pace * 3600.0, gate.step_seconds / 4))
+        left = self.budget - elapsed
+        return min(wait, left) if left > 1e-6 else wait
+
+    def open_question(self, result: GateResult, now: datetime) -> OpenQuestion:
+        """What the person asked is shown: the question, the interval, and what answering
+        it would take at the pace of the last share."""
+        more, pace = _sessions_more(result), self.pace(result, now)
+        hours = more / pace if more is not None and pace else None
+        if more is None:
+            needs = "at what it shows so far, more sessions would not answer it"
+        elif hours is None:
+            needs = f"needs about {more} more sessions a side (no pace to go by yet)"
+        else:
+            needs = (
+                f"needs about {more} more sessions a side, about {_duration(hours * 3600.0)} "
+                f"at today's traffic ({pace:.0f} sessions a side an hour)"
+            )
+        return OpenQuestion(
+            question=result.question,
+            sessions=result.sessions or 0,
+            sessions_more=more,
+            hours_more=hours,
+            words=f"{_interval_words(result)}{needs}",
+        )
+
+
+def _sessions_more(result: GateResult) -> int | None:
+    """Sessions a side more that would answer the question if the change is what it looks
+    like so far; None where more would not answer it."""
+    if result.sessions_to_answer is None:
+        return None
+    return max(result.sessions_to_answer - (result.sessions or 0), 0)
+
+
+def _interval_words(result: GateResult) -> str:
+    """'superiority, +0.04 (95% interval over every look -0.02 to +0.1): ' or ''."""
+    asked = [j for j in result.metrics if j.question is result.question and j.delta is not None]
+    if result.question is None or not asked:
+        return ""
+    primary = asked[0]
+    return (
+        f"{result.question.value.replace('_', '-')}, {primary.delta:+.3g} "
+        f"({primary.confidence:.0%} interval over every look {primary.delta_low:+.3g} to "
+        f"{primary.delta_high:+.3g}): "
+    )
+
+
+def _step_words(step: int, steps: list[float]) -> str:
+    return f"canary step {step + 1}/{len(steps)}: {steps[step]:.0%} of new sessions"
+
+
 def _seconds_to_plan(result: GateResult, began: datetime, now: datetime) -> float | None:
     """How long the gate's traffic, at the pace it has come since `began`, takes to bring
     the sessions a side its plan needs; None where the gate planned nothing or has seen no
@@ -614,7 +944,7 @@ def _tried_words(tried: TriedAction) -> str:
     return f"{tried.action.value} is not available here ({tried.reason})"
 
 
-def _by(verb: str, who: Approval | EvolutionOptions) -> str:
+def _by(verb: str, who: Approval | CanaryAnswer | EvolutionOptions) -> str:
     """Words for what a person did: '<verb> by <actor>[: <reason>]'."""
     return f"{verb} by {who.actor}" + (f": {who.reason}" if who.reason else "")
 
@@ -623,15 +953,22 @@ def _skip_words(options: EvolutionOptions) -> str:
     return _by("skipped", options)
 
 
-def _gates_words(results: list[GateResult], options: EvolutionOptions) -> str:
-    """How a candidate got past its gates, never calling a skipped one passed: 'passed every
-    gate', 'passed replay and canary (shadow skipped by ana: hot-fix)', or 'went through no
-    gate (replay, shadow and canary skipped by ana: hot-fix)'."""
-    passed = _names([result.gate for result in results if not result.skipped])
+def _gates_words(
+    results: list[GateResult], options: EvolutionOptions, promoted_over: CanaryAnswer | None = None
+) -> str:
+    """How a candidate got past its gates, never calling a skipped or unanswered one passed:
+    'passed every gate', 'passed replay and canary (shadow skipped by ana: hot-fix)', 'went
+    through no gate (replay, shadow and canary skipped by ana: hot-fix)', or 'passed replay
+    and shadow (canary inconclusive, promoted by ana: cost cut)'."""
+    open_gate = ["canary"] if promoted_over is not None else []
+    passed = _names([r.gate for r in results if not r.skipped and r.gate not in open_gate])
     skipped = _names([result.gate for result in results if result.skipped])
-    if not skipped:
+    gaps = ([f"{skipped} {_skip_words(options)}"] if skipped else []) + (
+        [f"canary inconclusive, {_by('promoted', promoted_over)}"] if open_gate else []
+    )
+    if not gaps:
         return "passed every gate"
-    gap = f"{skipped} {_skip_words(options)}"
+    gap = "; ".join(gaps)
     return f"passed {passed} ({gap})" if passed else f"went through no gate ({gap})"
 
 

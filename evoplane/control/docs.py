@@ -22,7 +22,10 @@ ASSETS = "/docs-assets"
 TAGS = [
     {
         "name": "evolutions",
-        "description": "Start an evolution, follow it, approve, reject or abort.",
+        "description": (
+            "Start an evolution, follow it, approve, reject or abort it, answer its "
+            "inconclusive canary."
+        ),
     },
     {"name": "agents", "description": "Agents, their versions (read, diff), settings, rollback."},
     {"name": "schedules", "description": "Evolve an agent every so often."},

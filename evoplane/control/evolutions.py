@@ -1,4 +1,5 @@
-"""/api/evolutions: start an evolution, list and follow them, approve, reject or abort one."""
+"""/api/evolutions: start an evolution, list and follow them, approve, reject or abort one,
+answer its inconclusive canary."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from temporalio.client import Client, RPCError, WorkflowUpdateFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from activities.models import Approval, EvolutionOptions, EvolutionRequest
+from activities.models import Approval, CanaryAnswer, EvolutionOptions, EvolutionRequest
 from atdp import VersionSpec
 from evolution.decision import Action
 from evoplane.control.config import ControlConfig, authorised, ui_link
@@ -144,7 +145,7 @@ async def approve(
     evolution_id: str, body: Decision, c: ControlConfig = Depends(authorised)
 ) -> dict[str, Any]:
     """Let an evolution waiting for a person past its approval point (409 if not waiting)."""
-    return await _update(c.client, evolution_id, EvolutionWorkflow.approve, body)
+    return await _update(c.client, evolution_id, EvolutionWorkflow.approve, _approval(body))
 
 
 @router.post("/{evolution_id}/reject")
@@ -152,7 +153,16 @@ async def reject(
     evolution_id: str, body: Decision, c: ControlConfig = Depends(authorised)
 ) -> dict[str, Any]:
     """Stop an evolution at its approval point; the candidate never goes live."""
-    return await _update(c.client, evolution_id, EvolutionWorkflow.reject, body)
+    return await _update(c.client, evolution_id, EvolutionWorkflow.reject, _approval(body))
+
+
+@router.post("/{evolution_id}/canary")
+async def answer_canary(
+    evolution_id: str, body: CanaryAnswer, c: ControlConfig = Depends(authorised)
+) -> dict[str, Any]:
+    """Answer a canary inconclusive at the end of its budget: `extend` (for `hours`, default
+    the time its open question needs), `promote` or `roll_back` (409 if none is waiting)."""
+    return await _update(c.client, evolution_id, EvolutionWorkflow.answer_canary, body)
 
 
 @router.post("/{evolution_id}/abort", status_code=202)
@@ -168,11 +178,15 @@ async def abort(
     return {"id": evolution_id, "status": "abort requested"}
 
 
-async def _update(client: Client, evolution_id: str, update, body: Decision) -> dict[str, Any]:
-    """A person's decision sent to the evolution, answered with its status (409 if refused)."""
+def _approval(body: Decision) -> Approval:
+    return Approval(actor=body.actor, reason=body.reason)
+
+
+async def _update(client: Client, evolution_id: str, update, answer: Any) -> dict[str, Any]:
+    """A person's answer sent to the evolution, answered with its status (409 if refused)."""
     handle = client.get_workflow_handle(evolution_id)
     try:
-        status = await handle.execute_update(update, Approval(actor=body.actor, reason=body.reason))
+        status = await handle.execute_update(update, answer)
     except WorkflowUpdateFailedError as error:
         cause = error.cause.message if error.cause else str(error)
         raise HTTPException(409, cause) from None

@@ -153,5 +153,8 @@ FAST_GATES = {
     "step_seconds": 2.0,
     "shadow_seconds": 2.0,
     "max_extensions": 1,
+    "canary_seconds": 4.0,  # two looks
+    "when_inconclusive": "roll_back",
+    "holdback_seconds": 20.0,
 }
 QUICK = timedelta(seconds=60)

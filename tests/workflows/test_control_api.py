@@ -104,6 +104,10 @@ async def test_an_evolution_started_over_http_is_findable_approvable_and_tracked
         assert second.status_code == 409 and started["id"] in second.json()["detail"]
         early = await client.post(f"/api/evolutions/{started['id']}/approve", json={"actor": "bo"})
         assert early.status_code == 409 and "not awaiting approval" in early.json()["detail"]
+        answer = {"actor": "bo", "choice": "promote"}
+        unasked = await client.post(f"/api/evolutions/{started['id']}/canary", json=answer)
+        assert unasked.status_code == 409, unasked.text
+        assert "no canary is waiting for a person" in unasked.json()["detail"]
 
         handle = world.client.get_workflow_handle_for(EvolutionWorkflow.run, started["id"])
         # A harness change is a fix: the canary must show it better.
