@@ -21,7 +21,6 @@ happening in words, so the Temporal UI is enough to follow an evolution.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from temporalio import workflow
@@ -45,7 +44,6 @@ with workflow.unsafe.imports_passed_through():
         FinishRequest,
         HoldbackWatch,
         LiveGateRequest,
-        OpenQuestion,
         Outcome,
         RegisterRequest,
         ReplayGateRequest,
@@ -60,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
     from evolution.gates.canary import Move, canary_move, harm_checked
     from evolution.gates.plan import CanaryPlan
     from evolution.operators import Candidate
+    from workflows.canary import Ramp, duration, step_words
     from workflows.naming import holdback_workflow_id
     from workflows.queues import CONTROL_QUEUE, GPU_QUEUE
     from workflows.search_attributes import ACTION, AGENT, OUTCOME, STAGE, TENANT
@@ -496,7 +495,7 @@ class EvolutionWorkflow:
                 planned = _seconds_to_plan(result, began, workflow.now()) if sized else None
                 wait = min(left, max(planned, seconds / 4)) if planned is not None else seconds
                 workflow.set_current_details(
-                    f"{words}: marginal, extending the step by {_duration(wait)}"
+                    f"{words}: marginal, extending the step by {duration(wait)}"
                     f"{_plan_words(result)}"
                 )
             if result.verdict is not Verdict.PASS:
@@ -528,11 +527,11 @@ class EvolutionWorkflow:
     ) -> tuple[Outcome, str] | None:
         steps = gate.step_weights
         self._update(plan=self._plan())
-        step, words = 0, _step_words(0, steps)
+        step, words = 0, step_words(0, steps)
         planned = f"; plan: {self._status.plan.words()}" if self._status.plan else ""
         await self._stage(Stage.CANARY, f"{words} on {candidate}{planned}")
         began = await self._move("canary", candidate, words, weight=steps[0])
-        ramp = _Ramp(budget=gate.budget_seconds, last_began=began)
+        ramp = Ramp(budget=gate.budget_seconds, last_began=began)
         wait = gate.step_seconds
         while True:
             await self._wait_for_people(wait)
@@ -565,7 +564,7 @@ class EvolutionWorkflow:
             if move is Move.ADVANCE:
                 step += 1
                 ramp.advanced(workflow.now(), result)
-                words = _step_words(step, steps)
+                words = step_words(step, steps)
                 await self._stage(
                     Stage.CANARY,
                     f"{words} on {candidate}: no harm evident at {steps[step - 1]:.0%}"
@@ -582,7 +581,7 @@ class EvolutionWorkflow:
             if self._status.inconclusive is None:
                 workflow.set_current_details(
                     f"**canary**: {words}: no harm evident, question open{_plan_words(result)}; "
-                    f"next look in {_duration(wait)}"
+                    f"next look in {duration(wait)}"
                 )
 
     async def _wait_for_people(self, seconds: float) -> None:
@@ -622,17 +621,17 @@ class EvolutionWorkflow:
         )
 
     async def _inconclusive(
-        self, result: GateResult, gate: GateConfig, ramp: _Ramp, elapsed: float
+        self, result: GateResult, gate: GateConfig, ramp: Ramp, elapsed: float
     ) -> tuple[Outcome, str] | None:
         """The budget is spent with the question open: roll back, extend to the longest a
         canary may run, or ask a person (and, unanswered by then, roll back). None when the
         canary goes on (`ramp.budget` then says until when)."""
-        mode, spent = gate.when_inconclusive, _duration(elapsed)
+        mode, spent = gate.when_inconclusive, duration(elapsed)
         if mode == "extend" and elapsed < gate.limit_seconds - 1e-6:
             ramp.budget = gate.limit_seconds
             workflow.set_current_details(
                 f"**canary**: inconclusive after {spent}; extending to "
-                f"{_duration(gate.limit_seconds)}{_plan_words(result)}"
+                f"{duration(gate.limit_seconds)}{_plan_words(result)}"
             )
             return None
         if mode == "ask" and self._status.inconclusive is None:
@@ -642,7 +641,7 @@ class EvolutionWorkflow:
             await self._stage(
                 Stage.AWAITING_APPROVAL,
                 f"canary inconclusive after {spent}, waiting for a person to extend, promote "
-                f"or roll back (answer_canary; until {_duration(ramp.budget)}, then it rolls "
+                f"or roll back (answer_canary; until {duration(ramp.budget)}, then it rolls "
                 f"back): {asked.words}",
             )
             return None
@@ -657,7 +656,7 @@ class EvolutionWorkflow:
         return Outcome.ROLLED_BACK, why
 
     async def _apply_answer(
-        self, began: datetime, ramp: _Ramp, gate: GateConfig
+        self, began: datetime, ramp: Ramp, gate: GateConfig
     ) -> tuple[Outcome, str] | None | bool:
         """Do what the person answered: True when the canary goes on (extended), None
         when it is promoted, else the outcome to end with."""
@@ -678,7 +677,7 @@ class EvolutionWorkflow:
         self._answer = None
         await self._stage(
             Stage.CANARY,
-            f"canary {_by('extended', answer)}, for {_duration(ramp.budget - elapsed)}",
+            f"canary {_by('extended', answer)}, for {duration(ramp.budget - elapsed)}",
         )
         return True
 
@@ -816,83 +815,6 @@ class EvolutionWorkflow:
         return _by("aborted", self._abort)
 
 
-@dataclass
-class _Ramp:
-    """Where a canary's budget ends (seconds since it began) and the pace of its last share."""
-
-    budget: float
-    last_began: datetime
-    sessions_then: int = 0
-
-    def advanced(self, now: datetime, result: GateResult) -> None:
-        self.last_began, self.sessions_then = now, result.sessions or 0
-
-    def pace(self, result: GateResult, now: datetime) -> float | None:
-        """Sessions a side an hour since the current share began; None before any came."""
-        hours = (now - self.last_began).total_seconds() / 3600.0
-        gained = (result.sessions or 0) - self.sessions_then
-        return gained / hours if hours > 0 and gained > 0 else None
-
-    def next_wait(
-        self, result: GateResult, gate: GateConfig, now: datetime, elapsed: float, last: bool
-    ) -> float:
-        """A step between looks, or less: at the last share, as long as the sessions that
-        would answer the question take (a quarter step at least); never past the budget."""
-        wait = gate.step_seconds
-        more, pace = _sessions_more(result), self.pace(result, now)
-        if last and more is not None and pace:
-            wait = min(wait, max(more / pace * 3600.0, gate.step_seconds / 4))
-        left = self.budget - elapsed
-        return min(wait, left) if left > 1e-6 else wait
-
-    def open_question(self, result: GateResult, now: datetime) -> OpenQuestion:
-        """What the person asked is shown: the question, the interval, and what answering
-        it would take at the pace of the last share."""
-        more, pace = _sessions_more(result), self.pace(result, now)
-        hours = more / pace if more is not None and pace else None
-        if more is None:
-            needs = "at what it shows so far, more sessions would not answer it"
-        elif hours is None:
-            needs = f"needs about {more} more sessions a side (no pace to go by yet)"
-        else:
-            needs = (
-                f"needs about {more} more sessions a side, about {_duration(hours * 3600.0)} "
-                f"at today's traffic ({pace:.0f} sessions a side an hour)"
-            )
-        return OpenQuestion(
-            question=result.question,
-            sessions=result.sessions or 0,
-            sessions_more=more,
-            hours_more=hours,
-            words=f"{_interval_words(result)}{needs}",
-        )
-
-
-def _sessions_more(result: GateResult) -> int | None:
-    """Sessions a side more that would answer the question if the change is what it looks
-    like so far; None where more would not answer it."""
-    if result.sessions_to_answer is None:
-        return None
-    return max(result.sessions_to_answer - (result.sessions or 0), 0)
-
-
-def _interval_words(result: GateResult) -> str:
-    """'superiority, +0.04 (95% interval over every look -0.02 to +0.1): ' or ''."""
-    asked = [j for j in result.metrics if j.question is result.question and j.delta is not None]
-    if result.question is None or not asked:
-        return ""
-    primary = asked[0]
-    return (
-        f"{result.question.value.replace('_', '-')}, {primary.delta:+.3g} "
-        f"({primary.confidence:.0%} interval over every look {primary.delta_low:+.3g} to "
-        f"{primary.delta_high:+.3g}): "
-    )
-
-
-def _step_words(step: int, steps: list[float]) -> str:
-    return f"canary step {step + 1}/{len(steps)}: {steps[step]:.0%} of new sessions"
-
-
 def _seconds_to_plan(result: GateResult, began: datetime, now: datetime) -> float | None:
     """How long the gate's traffic, at the pace it has come since `began`, takes to bring
     the sessions a side its plan needs; None where the gate planned nothing or has seen no
@@ -902,10 +824,6 @@ def _seconds_to_plan(result: GateResult, began: datetime, now: datetime) -> floa
     if needed is None or not has or elapsed <= 0:
         return None
     return max(needed - has, 0) * elapsed / has
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def _plan_words(result: GateResult) -> str:
