@@ -50,7 +50,7 @@ class _Subject:
     tenant: str | None
     higher_is_better: bool
     critical: bool
-    primary: bool = False  # a tenant's judgement that may hold a pass (`holds`)
+    hold: Question | None = None  # a tenant's, on the primary metric: the question it may hold
 
     def __str__(self) -> str:
         kind = "critical metric" if self.critical else "metric"
@@ -82,12 +82,9 @@ def judge(
     wholly on the wrong side of it fails. Other metrics are guardrails: they fail when the
     interval shows the candidate worse by more than `tolerance`, and are marginal when the
     observed drop is beyond it but the interval is not yet sure. Too few samples are
-    marginal. A tenant's judgements fail the gate on confident harm to that tenant. Asked
-    non-inferiority, a judged tenant also holds a pass (marginal) while its drop on the
-    primary metric could still be beyond the tolerance (`holds`): a change allowed to be a
-    little worse overall must not buy that with one tenant's loss. A fix must show a gain
-    overall, and its tenants fail it only on confident harm, as a small tenant's noise
-    would otherwise hold most fixes. Per-tenant intervals are Bonferroni-corrected over the
+    marginal. A tenant's judgements fail the gate on confident harm to that tenant, and a
+    judged tenant that may be hurt on the primary metric holds a pass (marginal; `holds`
+    says when, by the question). Per-tenant intervals are Bonferroni-corrected over the
     tenants judged, so many tenants do not fail a good candidate by chance.
     """
     names = [metric.name for metric in metrics]
@@ -97,8 +94,7 @@ def judge(
     aggregate = [
         _judge_aggregate(metric, config, _asked(metric, config, asked)) for metric in metrics
     ]
-    holding = asked is Question.NON_INFERIORITY
-    tenants = [j for metric in metrics for j in _judge_tenants(metric, config, holding)]
+    tenants = [j for metric in metrics for j in _judge_tenants(metric, config, asked)]
     primary = next((j for j in aggregate if j.question is not Question.NO_HARM), None)
 
     def passed() -> str:
@@ -113,14 +109,7 @@ def judge(
             f"look, no tenant confidently worse ({count_text(judged, 'tenant')} judged)"
         )
 
-    holds = [
-        j
-        for j in tenants
-        if holding
-        and j.metric == config.primary_metric
-        and j.judged
-        and j.verdict is Verdict.MARGINAL
-    ]
+    holds = [j for j in tenants if j.held]
     result = gate_result(gate, aggregate, tenants, passed, holds, step=step, weight=weight)
     if primary is None:
         return result
@@ -156,9 +145,9 @@ def _judge_aggregate(
 
 
 def _judge_tenants(
-    metric: MetricSamples, config: GateConfig, holding: bool
+    metric: MetricSamples, config: GateConfig, asked: Question
 ) -> list[MetricJudgement]:
-    primary = holding and metric.name == config.primary_metric
+    hold = asked if metric.name == config.primary_metric else None
     baseline, candidate = _by_tenant(metric.baseline), _by_tenant(metric.candidate)
     tenants = sorted(baseline.keys() | candidate.keys())
     enough = {
@@ -170,7 +159,7 @@ def _judge_tenants(
     critical = metric.name in config.critical_metrics
     judgements = []
     for tenant in tenants:
-        subject = _Subject(metric.name, tenant, metric.higher_is_better, critical, primary)
+        subject = _Subject(metric.name, tenant, metric.higher_is_better, critical, hold)
         if tenant in enough:
             judgements.append(
                 _compare(
@@ -266,7 +255,12 @@ def _compare(
     gain_low, gain_high = gain - half, gain + half
     verdict = _verdict(question, gain, gain_low, gain_high, config.tolerance)
     error = float(found.information) ** -0.5
-    if subject.primary and verdict is Verdict.PASS and holds(gain, error, config.tolerance):
+    held = (
+        subject.hold is not None
+        and verdict is not Verdict.FAIL
+        and bool(holds(subject.hold, gain, error, config.tolerance))
+    )
+    if held:
         verdict = Verdict.MARGINAL
     needed = None if subject.tenant is not None else _planned(found, config, confidence, precision)
     to_answer = (
@@ -294,8 +288,9 @@ def _compare(
         confidence=confidence,
         sessions_needed=needed,
         sessions_to_answer=to_answer,
+        held=held,
         variance_reduction=float(found.variance_reduction) if adjust else None,
-        reason=words.reason(verdict, gain, gain_low, gain_high),
+        reason=words.reason(verdict, gain, gain_low, gain_high, held),
     )
 
 
@@ -336,10 +331,18 @@ def _to_answer(
     )
 
 
-def holds(gain: Any, error: Any, tolerance: Any) -> Any:
-    """A judged tenant holds a pass while its drop could still be beyond the tolerance: its
-    gain, one standard error `error` lower, is below -tolerance. Arrays work too."""
-    return gain - error < -tolerance
+def holds(question: Question, gain: Any, error: Any, tolerance: Any) -> Any:
+    """Whether a judged tenant holds the pass of a change asked `question`, its gain on the
+    primary metric `gain` with standard error `error`. Arrays work too.
+
+    Asked non-inferiority, while its drop could still be beyond the tolerance (its gain one
+    standard error lower is below -tolerance): a change allowed to be a little worse overall
+    must not buy that with one tenant's loss. Asked superiority, while its drop is beyond
+    the tolerance and its standard error within it, so the drop is likely real: a tenant
+    noisier than the tolerance tells nothing, and holding on it would hold most fixes."""
+    if question is Question.NON_INFERIORITY:
+        return gain - error < -tolerance
+    return (gain < -tolerance) & (error <= tolerance)
 
 
 def margin(question: Question, tolerance: Any) -> Any:
@@ -381,7 +384,9 @@ class _Words:
     needed: int | None
     error: float
 
-    def reason(self, verdict: Verdict, gain: float, low: float, high: float) -> str:
+    def reason(
+        self, verdict: Verdict, gain: float, low: float, high: float, held: bool = False
+    ) -> str:
         tolerance = self.config.tolerance
         change = "better" if gain >= 0 else "worse"
         interval = (
@@ -392,10 +397,15 @@ class _Words:
         if self.question is Question.NO_HARM:
             if verdict is Verdict.PASS:
                 return f"{self.subject} holds ({gain:+.3g}) within tolerance {tolerance:g}"
-            if verdict is Verdict.MARGINAL and self.subject.primary:
+            if held and self.subject.hold is Question.NON_INFERIORITY:
                 return (
                     f"{at}, not yet a standard error ({self.error:.2g}) within tolerance "
-                    f"{tolerance:g}: it may be hurt ({interval})"
+                    f"{tolerance:g}: it may be hurt, which holds the pass ({interval})"
+                )
+            if held:
+                return (
+                    f"{at}, beyond tolerance {tolerance:g} with a standard error of "
+                    f"{self.error:.2g}: it is likely hurt, which holds the pass ({interval})"
                 )
             so = "and confidently so" if verdict is Verdict.FAIL else "but not confidently so"
             return f"{at}, beyond tolerance {tolerance:g}, {so} ({interval})"

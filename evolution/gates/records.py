@@ -238,6 +238,7 @@ class MetricJudgement(_Value):
     confidence: float | None = Field(default=None, gt=0.0, lt=1.0)
     sessions_needed: int | None = Field(default=None, ge=1)
     sessions_to_answer: int | None = Field(default=None, ge=1)
+    held: bool = False  # a tenant that may be hurt: it held the gate's pass (`live.holds`)
     variance_reduction: float | None = None
     reason: str
 

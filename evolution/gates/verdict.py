@@ -19,9 +19,8 @@ def gate_result(
     **fields: Any,
 ) -> GateResult:
     """Any fail fails the gate (critical ones named first); else an aggregate marginal, or a
-    tenant in `holds` (one that may be hurt by a change asked non-inferiority:
-    `live.holds`), makes it marginal; else it passes. The reason is the judgement that
-    decided it."""
+    tenant in `holds` (one that may be hurt: `live.holds`), makes it marginal; else it
+    passes. The reason is the judgement that decided it."""
     failures = _failures_first_decisive(aggregate, tenants)
     marginals = [j for j in aggregate if j.verdict is Verdict.MARGINAL] or list(holds)
     if failures:

@@ -272,11 +272,28 @@ def test_a_tenant_that_may_be_hurt_holds_a_non_inferiority_pass_until_shown_with
     }
     kept = {"acme": 0.8, "globex": 0.8, "initech": 0.6}
     assert judge("canary", [reward_metric(baseline, kept, n=60)], CONFIG).verdict is Verdict.PASS
-    # A fix must show a gain overall; its tenants fail it only on confident harm.
+    assert initech.held and not any(j.held for j in result.tenants if j.tenant != "initech")
+    # Asked superiority, a tenant holds only once its drop is likely real: beyond the
+    # tolerance with a standard error within it (here about 0.027).
     fix = judge(
         "canary", [reward_metric(baseline, candidate, n=60)], CONFIG, question=Question.SUPERIORITY
     )
+    assert fix.verdict is Verdict.MARGINAL and "it is likely hurt" in fix.reason, fix.reason
+
+
+def test_a_tenant_too_noisy_to_tell_holds_a_fix_but_not_a_cost_cut() -> None:
+    """A dozen noisy sessions a side: the small tenant's 0.08 drop has a standard error of
+    about 0.12, beyond the tolerance, so it tells a fix nothing; a cost cut still waits."""
+    metric = reward_metric({"acme": 0.6, "globex": 0.6}, {"acme": 0.8, "globex": 0.8}, n=100)
+    tiny = [Sample(tenant="tiny", value=v) for v in (0.3, 0.9) * 6]
+    hurt = [Sample(tenant="tiny", value=v) for v in (0.22, 0.82) * 6]
+    noisy = metric.model_copy(
+        update={"baseline": metric.baseline + tiny, "candidate": metric.candidate + hurt}
+    )
+    fix = judge("canary", [noisy], CONFIG, question=Question.SUPERIORITY)
     assert fix.verdict is Verdict.PASS, fix.reason
+    cut = judge("canary", [noisy], CONFIG, question=Question.NON_INFERIORITY)
+    assert cut.verdict is Verdict.MARGINAL and "tenant tiny" in cut.reason, cut.reason
 
 
 def test_an_open_question_says_what_answering_it_would_take() -> None:
