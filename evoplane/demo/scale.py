@@ -74,6 +74,10 @@ FULL = DemoScale(
         "step_seconds": 10.0,
         "shadow_seconds": 8.0,
         "max_extensions": 3,
+        # No person answers here: an open canary rolls back at the end of its budget,
+        # a look and three more (canary_seconds None), as it did before the ramp.
+        "canary_seconds": None,
+        "when_inconclusive": "roll_back",
     },
     training=_TRAINING,
 )
@@ -94,6 +98,10 @@ SMALL = DemoScale(
         "step_seconds": 6.0,
         "shadow_seconds": 5.0,
         "max_extensions": 3,
+        # No person answers here: an open canary rolls back at the end of its budget,
+        # a look and three more (canary_seconds None), as it did before the ramp.
+        "canary_seconds": None,
+        "when_inconclusive": "roll_back",
     },
     training={**_TRAINING, "steps": 20},
 )

@@ -59,6 +59,10 @@ class SuiteScale:
             "step_seconds": 8.0,
             "shadow_seconds": 4.0,
             "max_extensions": 3,
+            # No person answers here: an open canary rolls back at the end of its budget,
+            # a look and three more (canary_seconds None), as it did before the ramp.
+            "canary_seconds": None,
+            "when_inconclusive": "roll_back",
         }
     )
     evolution_timeout: float = 900.0
