@@ -581,14 +581,18 @@ HISTORIES = Path(__file__).parent / "histories"
 
 @pytest.mark.parametrize("recorded", sorted(HISTORIES.glob("*.json")), ids=lambda path: path.stem)
 async def test_histories_recorded_by_earlier_code_replay_as_they_ran(recorded: Path) -> None:
-    """Each history was recorded by the code before a change in command order, and its
-    `workflow.patched` marker keeps that path for it:
+    """Each history was recorded by the code before a change in command order, and the
+    change's `workflow.patched` marker keeps that path for it:
 
     - `...-before-fallbacks` (316a1c4): tool_schema had nothing to propose and the
       evolution failed (`fallback-actions`);
     - `...-before-ramp` (4dd53fe): canaries whose steps advanced only on a pass, one
       extended and promoted (with its holdback), one marginal to its last extension and
-      rolled back (`canary-ramp`, `holdback-watch`).
+      rolled back (`canary-ramp`, `holdback-watch`);
+    - `evolution-canary-ramp-asked-extended-promoted` and `holdback-answered` (the ramp's
+      first commits): a two-step canary that asked a person, was extended and promoted,
+      and the holdback it began, ended once answered; the next change in their command
+      order needs a patch of its own.
 
     To record such a history: at that commit, run the evolution with the `world` and
     `workers` fixtures and save `(await handle.fetch_history()).to_json()`.
