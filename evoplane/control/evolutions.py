@@ -160,8 +160,10 @@ async def reject(
 async def answer_canary(
     evolution_id: str, body: CanaryAnswer, c: ControlConfig = Depends(authorised)
 ) -> dict[str, Any]:
-    """Answer a canary inconclusive at the end of its budget: `extend` (for `hours`, default
-    the time its open question needs), `promote` or `roll_back` (409 if none is waiting)."""
+    """Answer a canary left open at the end of its budget (409 if none is waiting).
+
+    `extend` it for `hours` (default: the time its open question needs at the pace so far),
+    `promote` it (recorded as the person's call, never as a pass) or `roll_back`."""
     return await _update(c.client, evolution_id, EvolutionWorkflow.answer_canary, body)
 
 
