@@ -121,9 +121,13 @@ def join_nearest(
     for item, item_text, bag in zip(items, item_texts, item_bags, strict=True):
         vector = _unit(bag, documents, count)
         total = np.zeros(len(groups))
+        shares = np.zeros(len(groups), dtype=bool)  # a term beyond the frames in common
         for term, weight in vector.items():
             if term in vocabulary:
                 total += weight * sums[vocabulary[term]]
+                if term not in _FRAME_STEMS:
+                    shares |= sums[vocabulary[term]] > 0
+        total[~shares] = 0.0
         for index in by_values.get(signature(item_text), []):
             similar = sum(w * vectors[index].get(term, 0.0) for term, w in vector.items())
             total[owner[index]] += max(0.0, SAME_VALUES - similar)
@@ -151,14 +155,20 @@ def _unit(bag: Counter[str], documents: Counter[str], count: int) -> dict[str, f
 
 
 def _similarities(bags: list[Counter[str]]) -> np.ndarray:
-    """Cosine similarity of every pair, on TF-IDF weights over these bags."""
+    """Cosine similarity of every pair, on TF-IDF weights over these bags; 0 for a pair
+    that shares only frame words ("*nennen* Sie X", "*nennen* Sie Y" ask for different
+    things, however rare the frame is among these bags and common their topics)."""
     vocabulary = {term: i for i, term in enumerate(sorted({t for bag in bags for t in bag}))}
     documents = Counter(term for bag in bags for term in bag)
     matrix = np.zeros((len(bags), max(1, len(vocabulary))))
     for row, bag in enumerate(bags):
         for term, weight in _unit(bag, documents, len(bags)).items():
             matrix[row, vocabulary[term]] = weight
-    return matrix @ matrix.T
+    content = matrix.copy()
+    for term, column in vocabulary.items():
+        if term in _FRAME_STEMS:
+            content[:, column] = 0.0
+    return np.where(content @ content.T > 0.0, matrix @ matrix.T, 0.0)
 
 
 def signature(text: str) -> frozenset[str]:

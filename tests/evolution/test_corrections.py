@@ -8,7 +8,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from atdp import utcnow
@@ -199,6 +199,12 @@ def test_paraphrases_and_translations_of_one_fact_form_one_group() -> None:
     ),
     picks=st.lists(st.tuples(st.integers(0, 1), st.sampled_from(_REQUESTS)), min_size=4),
     split=st.integers(0, 100),
+)
+# A frame word ("nennen") rare among the texts once outweighed a topic common among them.
+@example(
+    topics=["aaaa", "aaab"],
+    picks=[(0, _REQUESTS[0])] * 8 + [(0, _REQUESTS[3]), (1, _REQUESTS[0]), (1, _REQUESTS[3])],
+    split=10,
 )
 def test_older_corrections_join_the_groups_all_of_them_would_form(topics, picks, split) -> None:
     """What `correction_groups` does past MAX_GROUPED: the recent ones grouped, each older
