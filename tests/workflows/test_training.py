@@ -296,10 +296,13 @@ async def test_corrections_make_the_decision_train_dpo_on_their_pairs(
     assert record.decision["algorithm"] == "dpo"
     assert record.decision["algorithm_reason"].startswith("6 answers were corrected")
     evidence = build_evidence(record)
-    assert evidence["algorithm"] == "dpo" and evidence["data"] == {"pairs": 6}
+    # Each correction's pair, and the six rewarded calls beside them as demonstrations.
+    assert evidence["algorithm"] == "dpo"
+    assert evidence["data"] == {"pairs": 6, "demonstrations": 6}
     assert evidence["objective"] == "dpo"
     run = MlflowClient(workers.tracking_uri).get_run(status.mlflow_run_id)
     assert run.data.params["algorithm"] == "dpo" and run.data.metrics["data_pairs"] == 6
+    assert run.data.metrics["data_demonstrations"] == 6
 
 
 async def test_corrections_and_a_local_teacher_train_on_policy_distillation(
