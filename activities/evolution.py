@@ -46,7 +46,7 @@ from atdp import utcnow
 from evolution.analysis import measure_window, read_window
 from evolution.corrections import CorrectionJudge, judge_with
 from evolution.decision import Action, DecisionRecord, decide
-from evolution.gates import GateResult, Question, judge, question_for
+from evolution.gates import GateConfig, GateResult, Question, judge, question_for
 from evolution.memory.operator import memory_operator
 from evolution.operators import Candidate, Operator, OperatorError
 from evolution.samples import canary_metrics, shadow_metrics
@@ -406,10 +406,16 @@ class EvolutionActivities:
     @activity.defn
     def judge_live(self, request: LiveGateRequest) -> GateResult:
         """Judge shadow or canary traffic of candidate vs baseline since the gate began."""
-        collect = shadow_metrics if request.gate == "shadow" else canary_metrics
         window = WindowSpec(agent=request.agent, tenants=request.tenants, since=request.since)
+        baseline, candidate = request.baseline_version, request.candidate_version
         with transaction(self.engine) as session:
-            metrics = collect(session, window, request.baseline_version, request.candidate_version)
+            if request.gate == "shadow":
+                metrics = shadow_metrics(session, window, baseline, candidate)
+            else:
+                settled = _settled_before(request.config)
+                metrics = canary_metrics(
+                    session, window, baseline, candidate, settled_before=settled
+                )
         return judge(
             request.gate,
             metrics,
@@ -428,7 +434,13 @@ class EvolutionActivities:
                 return HoldbackLook(watching=False)
             running = running_evolution(session, watch.agent)
             window = WindowSpec(agent=watch.agent, tenants=watch.tenants, since=watch.since)
-            metrics = canary_metrics(session, window, watch.parent, watch.stable)
+            metrics = canary_metrics(
+                session,
+                window,
+                watch.parent,
+                watch.stable,
+                settled_before=_settled_before(watch.gate),
+            )
         result = judge("holdback", metrics, watch.gate, question=Question.NON_INFERIORITY)
         return HoldbackLook(watching=True, evolution=running.id if running else None, result=result)
 
@@ -618,6 +630,12 @@ class EvolutionActivities:
             action = get_evolution(session, request.evolution_id).action
         if request.mlflow_run_id:
             self._track("finish", request.mlflow_run_id, request.outcome.value, action=action)
+
+
+def _settled_before(gate: GateConfig) -> datetime:
+    """Sessions answered before this moment and since left without a reward count as
+    accepted at this look (`GateConfig.silence_seconds`)."""
+    return datetime.now(UTC) - timedelta(seconds=gate.silence_seconds)
 
 
 def _watched(session: Any, watch: HoldbackWatch) -> bool:

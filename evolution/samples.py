@@ -11,8 +11,11 @@ read off the answer itself: upstream errors and malformed tool calls.
 Many users never rate and never report an outcome: they complain when an answer fails them
 (the gateway records a next turn that denies or asks again as an implicit 0) and say
 nothing when it served them. So in a canary a served trajectory that carries no reward at
-all counts as accepted (1.0): without that, a version whose users only ever complain
-could never be shown better than another.
+all counts as accepted (1.0) once its last answer is older than the gate's
+`silence_seconds`: without that, a version whose users only ever complain could never be
+shown better than another. A trajectory answered more recently may still be complained
+about, and is left out of the look: counted as accepted, sessions in flight would dilute
+both sides towards 1, and favour the slower version.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 
 from atdp import Event, EventKind, Traffic
 from evolution.gates import MetricSamples, Sample
@@ -57,26 +61,46 @@ def _served(session: Session, spec: WindowSpec, version_id: str, traffic: Traffi
 
 
 def _rewards(
-    session: Session, rows: list[WindowTrajectory], answered: set[uuid.UUID] | None = None
+    session: Session,
+    rows: list[WindowTrajectory],
+    calls: dict[uuid.UUID, list[Event]] | None = None,
+    settled_before: datetime | None = None,
 ) -> list[tuple[WindowTrajectory, float]]:
     """Each trajectory with its effective reward; one without any counts as accepted (1.0)
-    when it is among `answered` (it got an answer nobody complained about), else is left
-    out."""
+    when it was answered (`calls`) before `settled_before` and nobody complained since,
+    else is left out."""
     rewards = rewards_by_trajectory(session, [row.id for row in rows])
     found = [(row, effective_reward(rewards.get(row.id, []))) for row in rows]
-    accepted = answered or set()
+    settled = _settled(calls or {}, settled_before)
     return [
         (row, reward.value if reward is not None else 1.0)
         for row, reward in found
-        if reward is not None or row.id in accepted
+        if reward is not None or row.id in settled
     ]
 
 
+def _settled(
+    calls: dict[uuid.UUID, list[Event]], settled_before: datetime | None
+) -> set[uuid.UUID]:
+    """The trajectories whose last answer came before `settled_before` (none without it)."""
+    if settled_before is None:
+        return set()
+    return {
+        trajectory
+        for trajectory, events in calls.items()
+        if events and max(event.created_at for event in events) <= settled_before
+    }
+
+
 def _reward_samples(
-    session: Session, served: _Served, before: dict[str, float] | None = None
+    session: Session,
+    served: _Served,
+    before: dict[str, float] | None = None,
+    settled_before: datetime | None = None,
 ) -> list[Sample]:
-    """Effective rewards; with `before`, each tenant's success before the gate as covariate
-    (the mean of all tenants for a tenant it did not see)."""
+    """Effective rewards (silence as acceptance, see `_rewards`); with `before`, each
+    tenant's success before the gate as covariate (the mean of all tenants for a tenant it
+    did not see)."""
     before = before or {}
     overall = sum(before.values()) / len(before) if before else None
     return [
@@ -86,7 +110,7 @@ def _reward_samples(
             key=str(row.id),
             covariate=before.get(row.tenant, overall),
         )
-        for row, value in _rewards(session, served.trajectories, answered=set(served.calls))
+        for row, value in _rewards(session, served.trajectories, served.calls, settled_before)
     ]
 
 
@@ -147,18 +171,24 @@ def _validity_samples(served: _Served) -> list[Sample]:
 
 
 def canary_metrics(
-    session: Session, window: WindowSpec, baseline: str, candidate: str
+    session: Session,
+    window: WindowSpec,
+    baseline: str,
+    candidate: str,
+    *,
+    settled_before: datetime | None = None,
 ) -> list[MetricSamples]:
     """Effective reward (with each tenant's success before the window as its covariate) and
-    error rate of user trajectories, baseline vs candidate."""
+    error rate of user trajectories, baseline vs candidate; a trajectory answered before
+    `settled_before` that no reward reached counts as accepted (None: none does)."""
     base = _served(session, window, baseline, Traffic.USER)
     cand = _served(session, window, candidate, Traffic.USER)
     before = _success_before(session, window, baseline)
     return [
         MetricSamples(
             name="reward",
-            baseline=_reward_samples(session, base, before),
-            candidate=_reward_samples(session, cand, before),
+            baseline=_reward_samples(session, base, before, settled_before),
+            candidate=_reward_samples(session, cand, before, settled_before),
         ),
         _errors(base, cand),
     ]

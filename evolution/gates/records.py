@@ -112,6 +112,12 @@ class GateConfig(_Value):
             `tolerance`), or after `holdback_seconds`, or at the next promotion or
             rollback; a regression it shows starts a rollback evolution at once.
         holdback_seconds: the longest a holdback may run unanswered.
+        silence_seconds: how long after its last answer a session that no reward reached
+            counts as accepted. Many users never rate: they complain when an answer fails
+            them (a next turn that denies or asks again is an implicit 0) and say nothing
+            when it served them, so silence is their acceptance, once they have had the
+            time to say something; a session answered more recently than this is left out
+            of the look, as one still in flight.
         question: what the primary metric must show (None: follow the evolution's action;
             see `question_for`). A person's cost cut asks "non_inferiority".
         primary_metric: the metric the question is asked of; the others are guardrails.
@@ -139,6 +145,7 @@ class GateConfig(_Value):
     max_canary_seconds: float = Field(default=24 * 3600.0, gt=0.0)
     holdback_weight: float = Field(default=0.1, ge=0.0, le=0.5)
     holdback_seconds: float = Field(default=24 * 3600.0, gt=0.0)
+    silence_seconds: float = Field(default=300.0, ge=0.0)
     question: Question | None = None
     primary_metric: str = "reward"
     power: float = Field(default=0.8, gt=0.5, lt=1.0)

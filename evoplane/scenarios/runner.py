@@ -63,6 +63,8 @@ class SuiteScale:
             # a look and three more (canary_seconds None), as it did before the ramp.
             "canary_seconds": None,
             "when_inconclusive": "roll_back",
+            # Its users react to an answer at once: one left unanswered for 2 s was silent.
+            "silence_seconds": 2.0,
         }
     )
     evolution_timeout: float = 900.0

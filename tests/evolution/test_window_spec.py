@@ -154,3 +154,37 @@ def test_canary_rewards_carry_each_tenants_success_before_the_window(engine) -> 
     ]
     found = sorted((s.tenant, s.covariate) for s in reward.candidate)
     assert found == [("globex", pytest.approx(0.8)), ("initech", pytest.approx(0.55))]
+
+
+def test_a_silent_session_counts_as_accepted_once_its_user_had_the_time_to_complain(
+    engine,
+) -> None:
+    """Users who never rate complain when an answer fails them and say nothing when it
+    served them: a session no reward reached is accepted (1.0) once its last answer is older
+    than the gate's silence, and left out while it may still be complained about."""
+    stable = world(engine)
+    candidate = new_version(engine, "Be precise.")
+    recorder, start = Recorder(), NOW - timedelta(minutes=30)
+    served, rewards = [], []
+    for version, minutes, complained in [
+        (stable, 1, True),  # an implicit 0: the next turn denied the answer
+        (stable, 2, False),  # silent, long ago: accepted
+        (candidate, 3, False),  # silent, long ago: accepted
+        (candidate, 29, False),  # silent, answered a moment ago: not yet
+    ]:
+        item = trajectory("acme", start + timedelta(minutes=minutes), version=version)
+        recorder.llm_call(item)
+        served.append(item)
+        if complained:
+            rewards.append(score(item, 0.0))
+    store(engine, served, recorder.events, rewards)
+    spec = WindowSpec(agent=AGENT, since=start, until=NOW)
+    settled = NOW - timedelta(minutes=5)
+    with transaction(engine) as session:
+        reward, _ = canary_metrics(session, spec, stable, candidate, settled_before=settled)
+        strict, _ = canary_metrics(session, spec, stable, candidate)
+    assert sorted(s.value for s in reward.baseline) == [0.0, 1.0]
+    assert [s.value for s in reward.candidate] == [1.0]
+    assert str(served[3].id) not in {s.key for s in reward.candidate}
+    # Without a settled moment, silence counts for nothing: only rewarded sessions.
+    assert [s.value for s in strict.baseline] == [0.0] and strict.candidate == []
