@@ -21,11 +21,15 @@ __all__ = [
     "AliasEventRow",
     "ApiKeyRow",
     "DeletedResponseRow",
+    "EvaluationSetRow",
     "EventRow",
     "EvolutionRow",
     "McpServerRow",
     "MemoryItemRow",
+    "ReviewItemRow",
+    "ReviewLabelRow",
     "RewardRow",
+    "ScorerResultRow",
     "SealedEventRow",
     "SessionRouteRow",
     "TenantAgentRow",
@@ -340,3 +344,91 @@ class McpServerRow(SQLModel, table=True):
     command: list[str] | None = _json(default=None, nullable=True)
     tenants: list[str] = _json(default_factory=list)
     created_at: datetime = _time()
+
+
+class ReviewItemRow(SQLModel, table=True):
+    """Something a person should judge: an unsure correction, a candidate awaiting approval,
+    a safety finding, an inconclusive canary. One row per (agent, kind, key): the same thing
+    seen again adds to `evidence` instead of asking twice."""
+
+    __tablename__ = "review_item"
+    __table_args__ = (
+        sa.UniqueConstraint("agent", "kind", "key"),
+        sa.Index("ix_review_item_status_agent", "status", "agent", "id"),
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    agent: str = Field(foreign_key="agent.name", max_length=64)
+    tenant: str | None = Field(default=None, max_length=64)
+    kind: str = Field(max_length=16)
+    key: str = Field(max_length=400)
+    status: str = Field(max_length=16)
+    title: str
+    body: dict[str, Any] = _json(default_factory=dict)  # what the reviewer reads
+    subject: dict[str, Any] = _json(default_factory=dict)  # ids it is about
+    evidence: list[str] = _json(default_factory=list)  # the distinct sightings behind it
+    assignee: str | None = Field(default=None, max_length=200)
+    skipped_by: list[str] = _json(default_factory=list)
+    closed_reason: str | None = None
+    mirror: dict[str, Any] | None = _json(default=None, nullable=True)  # its MLflow ids
+    created_at: datetime = _time()
+    updated_at: datetime = _time()
+
+
+class ReviewLabelRow(SQLModel, table=True):
+    """Append-only: a person's label (or skip) of a review item, and what it became."""
+
+    __tablename__ = "review_label"
+    __table_args__ = (sa.Index("ix_review_label_item", "item_id", "id"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    item_id: int = Field(foreign_key="review_item.id")
+    reviewer: str = Field(max_length=200)
+    action: str = Field(max_length=16)  # label | skip
+    label: str | None = Field(default=None, max_length=64)
+    score: float | None = None
+    note: str = Field(default="")
+    effects: dict[str, Any] = _json(default_factory=dict)
+    via: str = Field(max_length=16)  # api | mlflow
+    created_at: datetime = _time()
+
+
+class EvaluationSetRow(SQLModel, table=True):
+    """An immutable version of an agent's evaluation set: every case it holds."""
+
+    __tablename__ = "evaluation_set"
+    __table_args__ = (
+        sa.UniqueConstraint("agent", "name", "number"),
+        sa.UniqueConstraint("agent", "name", "content_hash"),
+    )
+
+    id: str = Field(primary_key=True, max_length=200)  # <agent>/<name>@v<number>
+    agent: str = Field(foreign_key="agent.name", max_length=64)
+    name: str = Field(max_length=64)
+    number: int
+    content_hash: str = Field(max_length=64)
+    parent_id: str | None = Field(default=None, max_length=200)
+    cases: list[dict[str, Any]] = _json(default_factory=list)
+    author: str = Field(max_length=200)
+    reason: str = Field(default="")
+    created_at: datetime = _time()
+
+
+class ScorerResultRow(SQLModel, table=True):
+    """What one code scorer made of one trajectory: its reward, or why it has none."""
+
+    __tablename__ = "scorer_result"
+    __table_args__ = (
+        sa.Index("ix_scorer_result_agent_scorer_status", "agent", "scorer", "status"),
+    )
+
+    agent: str = Field(foreign_key="agent.name", primary_key=True, max_length=64)
+    scorer: str = Field(primary_key=True, max_length=64)
+    trajectory_id: uuid.UUID = Field(primary_key=True)
+    tenant: str = Field(max_length=64)
+    status: str = Field(max_length=16)  # scored | abstained | failed
+    attempts: int = 0
+    value: float | None = None
+    reward_id: uuid.UUID | None = Field(default=None)
+    error: str | None = None
+    updated_at: datetime = _time()
