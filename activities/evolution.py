@@ -35,6 +35,7 @@ from activities.models import (
     HoldbackLook,
     HoldbackWatch,
     LiveGateRequest,
+    Outcome,
     RegisterRequest,
     ReplayGateRequest,
     RollbackRequest,
@@ -42,6 +43,7 @@ from activities.models import (
     StageRecord,
 )
 from activities.replay import ReplayGate
+from activities.review import keep_fixed_failures
 from atdp import utcnow
 from evolution.analysis import measure_window, read_window
 from evolution.corrections import CorrectionJudge, judge_with
@@ -57,6 +59,7 @@ from evolution.window import WindowSpec
 from registry import (
     Alias,
     EvolutionAlreadyRunning,
+    EvolutionRecord,
     NotFoundError,
     agent_tenants,
     alias_history,
@@ -627,9 +630,24 @@ class EvolutionActivities:
     def finish(self, request: FinishRequest) -> None:
         with transaction(self.engine) as session:
             finish_evolution(session, request.evolution_id, request.outcome.value)
-            action = get_evolution(session, request.evolution_id).action
+            record = get_evolution(session, request.evolution_id)
         if request.mlflow_run_id:
-            self._track("finish", request.mlflow_run_id, request.outcome.value, action=action)
+            self._track(
+                "finish", request.mlflow_run_id, request.outcome.value, action=record.action
+            )
+        if request.outcome is Outcome.PROMOTED:
+            self._keep_fixed(record)
+
+    def _keep_fixed(self, record: EvolutionRecord) -> None:
+        """The past failures a promotion fixed join the evaluation set, to stay fixed; a
+        failure to keep them never fails the promotion that already happened."""
+        try:
+            with transaction(self.engine) as session:
+                kept = keep_fixed_failures(session, record)
+            if kept is not None:
+                self._track("mirror_evaluation_set", record.agent, kept.model_dump(mode="json"))
+        except Exception as error:  # noqa: BLE001 - the evolution is over; log and go on
+            log.warning("could not keep the failures %s fixed: %s", record.id, error)
 
 
 def _settled_before(gate: GateConfig) -> datetime:

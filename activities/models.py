@@ -40,8 +40,13 @@ __all__ = [
     "Outcome",
     "RegisterRequest",
     "ReplayGateRequest",
+    "ReviewReport",
+    "ReviewRequest",
     "RollbackRequest",
     "RollbackResult",
+    "ScoreReport",
+    "ScoreRequest",
+    "ScorerRun",
     "Stage",
     "StageRecord",
     "TriedAction",
@@ -333,3 +338,57 @@ class EvolutionStatus(_Message):
     inconclusive: OpenQuestion | None = None  # the canary waits for a person's answer
     outcome: Outcome | None = None
     mlflow_run_id: str | None = None
+
+
+class ScoreRequest(_Message):
+    """Run the agent's code scorers (or those named) on the window's unscored traffic."""
+
+    window: WindowSpec
+    scorers: list[str] | None = None
+
+
+class ScorerRun(_Message):
+    """What one run of one scorer did: trajectories scored, abstained on, failed (tried
+    again on a later run), left for a later run by the budget; and the error that stopped
+    it, if one did (a scorer that cannot be loaded, say)."""
+
+    scored: int = 0
+    abstained: int = 0
+    failed: int = 0
+    left: int = 0
+    error: str | None = None
+    errors: list[str] = Field(default_factory=list)  # a few of the failures, in words
+
+
+class ScoreReport(_Message):
+    agent: str
+    scorers: dict[str, ScorerRun] = Field(default_factory=dict)
+
+    def words(self) -> str:
+        """'booking: 12 scored, 1 failed; json-valid: cannot load ...'"""
+        return (
+            "; ".join(
+                f"{name}: {run.error}"
+                if run.error
+                else (
+                    f"{name}: {run.scored} scored, {run.abstained} abstained, {run.failed} failed"
+                    + (f", {run.left} left for later" if run.left else "")
+                )
+                for name, run in self.scorers.items()
+            )
+            or "no scorers"
+        )
+
+
+class ReviewRequest(_Message):
+    """Queue what in this window and the agent's evolutions needs a person."""
+
+    window: WindowSpec
+    evolution_id: str | None = None
+
+
+class ReviewReport(_Message):
+    agent: str
+    queued: int = 0  # drafts merged into the queue
+    new: int = 0  # of them, items the queue did not hold
+    mirror_error: str | None = None

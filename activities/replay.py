@@ -8,7 +8,10 @@ the parent fails too is a finding about the agent, not a failure of the candidat
 answers are heartbeated after every case, so a worker that dies mid-gate is replaced by one
 that resumes at the next unanswered case of each version instead of starting over. Then the
 window's past failures and known successes are replayed (approximate replay) on stable and
-on the candidate and judged in pairs: failures must improve, successes must not break. A
+on the candidate and judged in pairs: failures must improve, successes must not break. The
+agent's evaluation set joins both: its required safety cases are asked with the suite, its
+reviewed failures are replayed beside the window's and its fixed failures must stay fixed
+(`evolution.evaluation`). A
 replayed tool call off the recorded path goes to the tool simulator the trajectory's tenant
 registered in the agent's settings, if any (`evolution.replay.simulators`).
 """
@@ -26,6 +29,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.models import ReplayGateRequest
+from evolution.evaluation import replay_cases, required_safety_cases, with_required
 from evolution.gates import GateConfig, GateResult, Verdict, judge_replay
 from evolution.memory import MemoryIndex
 from evolution.replay import (
@@ -53,7 +57,16 @@ from proxy.governance import Redactor
 from proxy.overlays import apply_overlays, restore_response, served_tools
 from proxy.protocols.messages import chat_request as messages_to_chat
 from proxy.protocols.responses import chat_request as responses_to_chat
-from registry import AgentVersion, get_agent, get_version, list_mcp_servers, transaction
+from registry import (
+    AgentVersion,
+    EvaluationSet,
+    evaluation_set_events,
+    get_agent,
+    get_version,
+    latest_evaluation_set,
+    list_mcp_servers,
+    transaction,
+)
 
 __all__ = ["ReplayGate"]
 
@@ -98,14 +111,18 @@ class ReplayGate:
             baseline = get_version(session, request.baseline_version)
             candidate = get_version(session, request.candidate_version)
             settings = EvolutionSettings.of(get_agent(session, request.agent).settings)
-        # The agent's own suite, else the generic one.
-        suite = settings.safety_suite or default_safety_suite()
+            use = settings.evaluation
+            held = latest_evaluation_set(session, request.agent, use.name) if use.replay else None
+        # The agent's own suite, else the generic one; the set's required cases join it.
+        suite = with_required(
+            settings.safety_suite or default_safety_suite(), required_safety_cases(held)
+        )
         versions = {"candidate": candidate, "baseline": baseline}
         safety, answers = await self._safety(request.agent, suite, versions)
         if safety.verdict is Verdict.FAIL:
             return safety.model_copy(update={"gate": "replay"})
         replay = await self._trajectories(
-            request, baseline, candidate, answers, settings.tool_simulators
+            request, baseline, candidate, answers, settings.tool_simulators, held
         )
         return _combined(safety, replay, request.gate)
 
@@ -145,9 +162,10 @@ class ReplayGate:
         candidate: AgentVersion,
         answers: SafetyAnswers,
         simulators: list[ToolSimulatorSpec],
+        held: EvaluationSet | None = None,
     ) -> tuple[WindowReplay, int]:
-        """Past failures and known successes of the window, replayed on both versions, each
-        tenant's with its own tool simulator.
+        """Past failures and known successes of the window, and the evaluation set's cases,
+        replayed on both versions, each tenant's with its own tool simulator.
 
         Heartbeats carry the safety answers, so a retry resumes after the suite (the
         trajectories are replayed again: their pairs are not worth storing in a heartbeat).
@@ -155,8 +173,17 @@ class ReplayGate:
         with transaction(self.engine) as session:
             recorded = recorded_cases(session, request.window, per_kind=request.gate.replay_cases)
             servers = list_mcp_servers(session, request.agent)
+            skipped: dict[str, str] = {}
+            if held is not None:
+                besides = [item.events[0].trajectory_id for item in recorded if item.events]
+                curated, skipped = replay_cases(
+                    held,
+                    evaluation_set_events(session, held),
+                    besides=besides,
+                    tenants=request.window.tenants,
+                )
+                recorded += curated
         pairs: list = []
-        skipped: dict[str, str] = {}
         by_tenant: dict[str, list] = {}
         for item in recorded:
             by_tenant.setdefault(item.tenant, []).append(item)

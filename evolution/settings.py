@@ -1,5 +1,6 @@
 """An agent's evolution settings: how its gates judge, how its policy decides, its safety
-suite, and the tool simulators its tenants registered for replay.
+suite, the tool simulators its tenants registered for replay, and the people and code that
+judge its traffic (reviewers, code scorers, the evaluation set).
 
 Stored as the agent's `settings` in the registry (`evoplane agent configure`, or
 `PUT /api/agents/{agent}/settings`); every evolution starts from them and may override
@@ -10,13 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from evolution.decision import PolicyConfig
+from evolution.evaluation.settings import EvaluationSettings
 from evolution.gates import GateConfig
 from evolution.replay.simulators import ToolSimulatorSpec
+from evolution.review.settings import ReviewSettings
 from evolution.rl.settings import TrainingSettings
 from evolution.safety import SafetyCase
+from evolution.scorers.settings import ScorerSpec
 
 __all__ = ["EvolutionSettings", "HarnessSettings", "JudgeSettings"]
 
@@ -65,6 +69,9 @@ class EvolutionSettings(BaseModel):
     training: how weight evolutions train (`evolution.rl.settings`).
     harness: how the harness operator optimises (demos, candidate programs).
     judge: a model that reads users' corrections; None reads them offline.
+    review: who reviews what needs a person, and whether MLflow mirrors the queue.
+    scorers: code scorers run on the agent's captured traffic (their results are rewards).
+    evaluation: the agent's evaluation set: where reviewed and fixed cases go, who uses it.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -76,6 +83,18 @@ class EvolutionSettings(BaseModel):
     training: TrainingSettings = Field(default_factory=TrainingSettings)
     harness: HarnessSettings = Field(default_factory=HarnessSettings)
     judge: JudgeSettings | None = None
+    review: ReviewSettings = Field(default_factory=ReviewSettings)
+    scorers: list[ScorerSpec] = Field(default_factory=list)
+    evaluation: EvaluationSettings = Field(default_factory=EvaluationSettings)
+
+    @field_validator("scorers")
+    @classmethod
+    def _scorers_named_once(cls, scorers: list[ScorerSpec]) -> list[ScorerSpec]:
+        names = [scorer.name for scorer in scorers]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"each scorer needs a name of its own; given twice: {twice}")
+        return scorers
 
     @classmethod
     def of(cls, settings: dict[str, Any] | None) -> EvolutionSettings:

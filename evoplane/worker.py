@@ -22,6 +22,8 @@ from temporalio.worker import Worker
 
 from activities.evolution import EvolutionActivities
 from activities.replay import ReplayGate
+from activities.review import ReviewActivities
+from activities.scorers import ScorerActivities
 from activities.training import TrainingActivities
 from evolution.replay import ToolSimulator
 from evoplane.settings import Settings, SettingsError
@@ -31,6 +33,7 @@ from workflows.holdback import HoldbackWorkflow
 from workflows.loop import EvolutionLoop
 from workflows.queues import CONTROL_QUEUE, GPU_QUEUE
 from workflows.rollback import RollbackWorkflow
+from workflows.scoring import ScoringWorkflow
 
 __all__ = [
     "WORKFLOWS",
@@ -43,7 +46,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-WORKFLOWS = [EvolutionWorkflow, RollbackWorkflow, EvolutionLoop, HoldbackWorkflow]
+WORKFLOWS = [EvolutionWorkflow, RollbackWorkflow, EvolutionLoop, HoldbackWorkflow, ScoringWorkflow]
 # How long activities in flight may take to finish once a worker is asked to stop (within
 # Kubernetes' default 30 s grace period); a training job's checkpoints make the rest cheap.
 SHUTDOWN_GRACE = timedelta(seconds=20)
@@ -112,13 +115,19 @@ def workers_for(
     gpu: bool,
     training: TrainingActivities | None = None,
     slots: int = _DEFAULT_SLOTS,
+    scorers: ScorerActivities | None = None,
+    review: ReviewActivities | None = None,
 ) -> list[Worker]:
     """The control worker, and the GPU worker (RL training jobs) when asked for.
 
     Args:
         slots: control activities taken at once; `executor` needs a thread for each (see
             `activity_executor`), else a task taken waits for a thread while its timeouts run.
+        scorers, review: the code scorers' and the review queue's activities (default: on
+            the evolution activities' registry and tracker).
     """
+    scorers = scorers or ScorerActivities(activities.engine)
+    review = review or ReviewActivities(activities.engine, activities.tracker)
     methods = [
         activities.begin,
         activities.decide,
@@ -132,6 +141,8 @@ def workers_for(
         activities.move_alias,
         activities.rollback,
         activities.finish,
+        scorers.score_traffic,
+        review.queue_for_review,
     ]
     workers = [
         Worker(
@@ -199,6 +210,8 @@ async def run_workers(settings: Settings, *, gpu: bool, tracking: bool = True) -
         gateway_url=settings.gateway_api,
         upstream_api_key=upstream_key,
     )
+    scorers = ScorerActivities(engine)
+    review = ReviewActivities(engine, activities.tracker)
     training = TrainingActivities(
         engine,
         activities.tracker,
@@ -209,7 +222,16 @@ async def run_workers(settings: Settings, *, gpu: bool, tracking: bool = True) -
     stop = _stop_on_signals()
     slots = settings.worker_activity_threads
     with activity_executor(settings, gpu=gpu) as executor:
-        workers = workers_for(client, activities, executor, gpu=gpu, training=training, slots=slots)
+        workers = workers_for(
+            client,
+            activities,
+            executor,
+            gpu=gpu,
+            training=training,
+            slots=slots,
+            scorers=scorers,
+            review=review,
+        )
         queues = ", ".join(w.task_queue for w in workers)
         log.info(
             "worker serving %s at %s (%d activities at once)",
@@ -232,6 +254,7 @@ async def run_workers(settings: Settings, *, gpu: bool, tracking: bool = True) -
         finally:
             stopping.cancel()
             await replay.aclose()
+            scorers.close()
             engine.dispose()
     log.info("worker stopped")
 

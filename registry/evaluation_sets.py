@@ -20,15 +20,17 @@ import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sqlmodel import Session, func, select
 
-from atdp import utcnow
+from atdp import Event, utcnow
 from registry.errors import InvalidRecordError, NotFoundError
 from registry.tables import AgentRow, EvaluationSetRow
+from registry.trajectories import get_events
 
 __all__ = [
     "DEFAULT_SET",
     "EvaluationCase",
     "EvaluationSet",
     "add_evaluation_cases",
+    "evaluation_set_events",
     "get_evaluation_set",
     "latest_evaluation_set",
     "list_evaluation_sets",
@@ -226,3 +228,15 @@ def list_evaluation_sets(session: Session, agent: str) -> list[EvaluationSet]:
         .order_by(EvaluationSetRow.name, EvaluationSetRow.number.desc())
     )
     return [_set(row) for row in session.exec(statement)]
+
+
+def evaluation_set_events(
+    session: Session, evaluation_set: EvaluationSet
+) -> dict[uuid.UUID, list[Event]]:
+    """The recorded events of the set's trajectory cases, each as its case's tenant sees
+    them (a trajectory whose events are gone has none)."""
+    return {
+        case.trajectory_id: get_events(session, case.tenant, case.trajectory_id)
+        for case in evaluation_set.cases
+        if case.kind == "trajectory"
+    }

@@ -30,6 +30,7 @@ __all__ = [
     "ReviewProgress",
     "ReviewStatus",
     "close_review_items",
+    "find_review_label",
     "get_review_item",
     "label_review_item",
     "list_review_items",
@@ -255,14 +256,11 @@ def label_review_item(
             f"review item {item_id} is closed ({row.closed_reason or 'settled elsewhere'}); "
             "nothing to label"
         )
-    same = _last_label(session, item_id, reviewer)
-    if same is not None and (same.action, same.label, same.score, same.note) == (
-        "label",
-        label,
-        score,
-        note,
-    ):
-        return _label(same)
+    same = find_review_label(
+        session, item_id, reviewer=reviewer, label=label, score=score, note=note
+    )
+    if same is not None:
+        return same
     recorded = _append(
         session, item_id, reviewer, "label", label=label, score=score, note=note,
         effects=effects or {}, via=via,
@@ -351,13 +349,30 @@ def review_progress(session: Session, agent: str | None = None) -> ReviewProgres
     )
 
 
-def _last_label(session: Session, item_id: int, reviewer: str) -> ReviewLabelRow | None:
+def find_review_label(
+    session: Session,
+    item_id: int,
+    *,
+    reviewer: str,
+    label: str,
+    score: float | None = None,
+    note: str = "",
+) -> ReviewLabel | None:
+    """The reviewer's latest label of the item when it is this one (a request repeated);
+    None when they have not given it, or have given another since."""
     statement = (
         select(ReviewLabelRow)
-        .where(ReviewLabelRow.item_id == item_id, ReviewLabelRow.reviewer == reviewer)
+        .where(
+            ReviewLabelRow.item_id == item_id,
+            ReviewLabelRow.reviewer == reviewer,
+            ReviewLabelRow.action == "label",
+        )
         .order_by(ReviewLabelRow.id.desc())
     )
-    return session.exec(statement).first()
+    last = session.exec(statement).first()
+    if last is None or (last.label, last.score, last.note) != (label, score, note):
+        return None
+    return _label(last)
 
 
 def _append(session: Session, item_id: int, reviewer: str, action: str, **fields) -> ReviewLabel:

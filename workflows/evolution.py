@@ -1,9 +1,13 @@
 """EvolutionWorkflow: one governed change of one agent, from window to promotion or rollback.
 
-    begin -> analyse window -> decide -> build candidate -> register version
-      -> replay gate -> [approval] -> shadow gate -> canary gate in weight steps
-      -> [approval] -> promote -> holdback (a workflow of its own)
-                                          (any failed gate: abort, candidate never stable)
+    begin -> [code scorers] -> analyse window -> decide -> [review queue] -> build candidate
+      -> register version -> replay gate -> [approval] -> shadow gate -> canary gate in
+      weight steps -> [approval] -> promote -> holdback (a workflow of its own)
+                                       (any failed gate: abort, candidate never stable)
+
+The agent's code scorers score the window's traffic before it is read, so their rewards
+count; after the decision, what needs a person goes to the review queue. Neither can stop
+the evolution: a scorer or queue that fails is said in the details, and it goes on.
 
 The canary's steps advance while no harm is evident; its last step must answer the
 question. One still unanswered at the end of its budget does what the agent's settings say
@@ -47,11 +51,16 @@ with workflow.unsafe.imports_passed_through():
         Outcome,
         RegisterRequest,
         ReplayGateRequest,
+        ReviewRequest,
         RollbackRequest,
+        ScoreReport,
+        ScoreRequest,
         Stage,
         StageRecord,
         TriedAction,
     )
+    from activities.review import ReviewActivities
+    from activities.scorers import ScorerActivities
     from activities.training import TrainingActivities
     from evolution.decision import Action, DecisionRecord, fall_back, fallbacks
     from evolution.gates import GateConfig, GateResult, Verdict
@@ -67,6 +76,8 @@ __all__ = ["EvolutionWorkflow"]
 
 _QUICK = timedelta(minutes=2)
 _RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30), maximum_attempts=20)
+# Work beside the evolution (code scorers, the review queue): a few tries, then go on.
+_ASIDE_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=30), maximum_attempts=3)
 # Build errors that say the action's operator cannot help here, not that anything broke.
 _CANNOT_HELP = {
     "NothingToPropose": "nothing_to_propose",
@@ -178,6 +189,17 @@ class EvolutionWorkflow:
     async def _evolve(self, request: EvolutionRequest, begun: BeginResult) -> tuple[Outcome, str]:
         options, agent = request.options, request.agent
         await self._stage(Stage.ANALYSING, f"reading the window: {_window_words(begun)}")
+        if workflow.patched("code-scorers"):
+            scored = await self._aside(
+                ScorerActivities.score_traffic,
+                ScoreRequest(window=begun.window),
+                summary="run the agent's code scorers on the window's traffic",
+                timeout=timedelta(minutes=30),
+            )
+            words = scored.words() if isinstance(scored, ScoreReport) else scored
+            workflow.set_current_details(
+                f"**analysing**: reading the window: {_window_words(begun)}; code scorers: {words}"
+            )
         decision = await self._activity(
             EvolutionActivities.decide,
             DecideRequest(
@@ -194,6 +216,13 @@ class EvolutionWorkflow:
         )
         self._update(action=decision.action, reason=decision.reason, decision=decision)
         workflow.upsert_search_attributes([ACTION.value_set(decision.action.value)])
+        if workflow.patched("review-queue"):
+            await self._aside(
+                ReviewActivities.queue_for_review,
+                ReviewRequest(window=begun.window, evolution_id=self._status.evolution_id),
+                summary="queue what needs a person: unsure corrections, findings",
+                timeout=timedelta(minutes=10),
+            )
         if (
             decision.holdback_answered
             and decision.action is not Action.ROLLBACK
@@ -797,6 +826,26 @@ class EvolutionWorkflow:
             retry_policy=_RETRY,
             summary=summary,
         )
+
+    async def _aside(self, method, arg, *, summary: str, timeout: timedelta):
+        """An activity beside the evolution: its result, or, when it failed, why in words
+        (the evolution goes on without it)."""
+        try:
+            return await workflow.execute_activity_method(
+                method,
+                arg,
+                task_queue=CONTROL_QUEUE,
+                start_to_close_timeout=timeout,
+                schedule_to_close_timeout=timeout * 2,
+                heartbeat_timeout=timedelta(minutes=2),
+                retry_policy=_ASIDE_RETRY,
+                summary=summary,
+            )
+        except ActivityError as error:
+            cause = error.cause
+            words = cause.message if isinstance(cause, ApplicationError) else str(cause)
+            workflow.logger.warning("%s failed; the evolution goes on: %s", summary, words)
+            return f"failed ({words})"
 
     def _update(self, **changes) -> None:
         self._status = self._status.model_copy(update=changes)

@@ -5,13 +5,15 @@ from __future__ import annotations
 from mlflow import MlflowClient
 
 from activities.tracking.registries import RegistryMirror
+from activities.tracking.review import ReviewMirror
 from activities.tracking.runs import EvolutionRuns
 
 __all__ = ["EvolutionTracker"]
 
 
-class EvolutionTracker(EvolutionRuns, RegistryMirror):
-    """Records evolutions in one MLflow server; safe to call again after any failure.
+class EvolutionTracker(EvolutionRuns, RegistryMirror, ReviewMirror):
+    """Records evolutions in one MLflow server, and mirrors the review queue and evaluation
+    sets there; safe to call again after any failure.
 
     Args:
         tracking_uri: the MLflow tracking server (also used as its model registry).

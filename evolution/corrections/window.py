@@ -42,6 +42,7 @@ from evolution.corrections.meaning import (
     label,
     terms,
 )
+from evolution.corrections.reviewed import apply_reviews
 from evolution.followups import Cue, FollowUp, Turn, cues, placeholder, read_follow_ups, values
 from evolution.window import WindowSpec, trajectory_window
 from registry import (
@@ -210,6 +211,8 @@ def read_corrections(
             dissatisfied one marks the answer it follows as wrong.
         conversation: the window's user messages (`registry.conversation_turns`): a
             value a user stated before correcting is theirs.
+
+    A reviewer's reading (`evolution.corrections.reviewed`) decides over both.
     """
     by_id = {t.id: t for t in trajectories}
     rewards = list(rewards)
@@ -219,7 +222,8 @@ def read_corrections(
     ]
     unique = _unique(sorted(found, key=lambda c: (c.at, c.source)))
     unique = _with_own_values(unique, tools, conversation)
-    return _judged_corrections(unique, judge) if judge is not None else unique
+    read = _judged_corrections(unique, judge) if judge is not None else unique
+    return apply_reviews(read, rewards)  # a reviewer's reading decides over both
 
 
 def _judged_corrections(

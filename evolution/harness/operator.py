@@ -1,12 +1,14 @@
 """The harness operator: optimise instructions and demos with DSPy on the window's traffic.
 
-The window's recorded cases (past failures and known successes) become the trainset: a
-failure's target is what users corrected (its required facts), a success's target is its
-recorded answer. The metric is replay-style and deterministic (see `case_score`). Instruction
-variants are the parent's and, without a proposer LM, the parent's plus the lessons users
-taught in corrections; each is compiled with the chosen DSPy optimiser and the best program
+The window's recorded cases (past failures and known successes), with the agent's
+evaluation set's (reviewed cases, fixed failures), become the trainset: a failure's target
+is what users corrected (its required facts), a success's target is its recorded answer.
+The metric is replay-style and deterministic (see `case_score`). Instruction variants are
+the parent's and, without a proposer LM, the parent's plus the lessons users taught in
+corrections; each is compiled with the chosen DSPy optimiser and the best program
 that beats the parent becomes the candidate harness. MIPROv2 and GEPA propose instructions
-themselves and need a proposer (reflection) LM.
+themselves and need a proposer (reflection) LM; GEPA reads, besides each case's score,
+what users and reviewers said was wrong with it, in their words (its textual feedback).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any, Literal
 from atdp import Event, EventKind, Harness, MessageAction
 from evolution.corrections import CorrectionKind, window_corrections
 from evolution.decision import DecisionRecord
+from evolution.evaluation import replay_cases
 from evolution.harness.program import (
     harness_adapter,
     harness_of,
@@ -31,7 +34,14 @@ from evolution.operators import Candidate, Operator, OperatorError
 from evolution.replay import request_body
 from evolution.replay.cases import recorded_cases
 from evolution.window import WindowSpec
-from registry import AgentVersion, Session, get_agent
+from registry import (
+    AgentVersion,
+    EvaluationSet,
+    Session,
+    evaluation_set_events,
+    get_agent,
+    latest_evaluation_set,
+)
 
 __all__ = [
     "METRIC",
@@ -40,6 +50,7 @@ __all__ = [
     "HarnessEvidence",
     "LMFactory",
     "case_score",
+    "gepa_feedback",
     "harness_cases",
     "harness_changes",
     "make_harness_operator",
@@ -80,6 +91,8 @@ class HarnessCase:
     requests: list[str] = field(default_factory=list)
     tools: list[dict[str, Any]] = field(default_factory=list)
     recorded_tools: list[str] = field(default_factory=list)
+    # What users and reviewers said was wrong, in their words (GEPA's textual feedback).
+    feedback: list[str] = field(default_factory=list)
 
     @property
     def tool_case(self) -> bool:
@@ -122,12 +135,31 @@ class HarnessEvidence:
 # --- the cases -----------------------------------------------------------------------------
 
 
-def harness_cases(session: Session, window: WindowSpec, *, per_kind: int = 20) -> list[HarnessCase]:
+def harness_cases(
+    session: Session,
+    window: WindowSpec,
+    *,
+    per_kind: int = 20,
+    evaluation: EvaluationSet | None = None,
+) -> list[HarnessCase]:
     """The window's past failures and known successes with an answer to learn from: a
-    text answer, or for a failure users blamed on its tools, the tool call."""
+    text answer, or for a failure users blamed on its tools, the tool call; then the
+    evaluation set's cases the window does not hold (with their facts and feedback)."""
     facts, requests, tool_blamed = _corrections_by_trajectory(session, window)
+    learned = recorded_cases(session, window, per_kind=per_kind)
+    feedback: dict[str, list[str]] = {}
+    if evaluation is not None:
+        held = [item.events[0].trajectory_id for item in learned if item.events]
+        events = evaluation_set_events(session, evaluation)
+        learned += replay_cases(evaluation, events, besides=held)[0]
+        for case in evaluation.cases:
+            if case.kind == "trajectory" and case.feedback:
+                feedback[str(case.trajectory_id)] = list(case.feedback)
+                if case.status == "failing" and not case.required_facts:
+                    # What a reviewer read as a request is a lesson, as a user's words are.
+                    requests.setdefault(str(case.trajectory_id), list(case.feedback))
     cases = []
-    for recorded in recorded_cases(session, window, per_kind=per_kind):
+    for recorded in learned:
         trajectory_id = str(recorded.events[0].trajectory_id) if recorded.events else ""
         blamed = not recorded.recorded_success and trajectory_id in tool_blamed
         call = (_tool_call(recorded.events) if blamed else None) or _answered_call(
@@ -143,13 +175,20 @@ def harness_cases(session: Session, window: WindowSpec, *, per_kind: int = 20) -
                 messages=body["messages"],
                 recorded_answer=call.action.content or "",
                 succeeded=recorded.recorded_success,
-                required_facts=_required(facts.get(trajectory_id, []), _asked(recorded)),
+                required_facts=_required(
+                    facts.get(trajectory_id) or _context_facts(recorded), _asked(recorded)
+                ),
                 requests=requests.get(trajectory_id, []),
                 tools=body.get("tools", []) if called else [],
                 recorded_tools=called,
+                feedback=feedback.get(trajectory_id, []),
             )
         )
     return cases
+
+
+def _context_facts(recorded: Any) -> list[str]:
+    return list(recorded.context.required_facts) if recorded.context else []
 
 
 def _calls_tools(event: Event) -> bool:
@@ -351,8 +390,27 @@ def _compile(program: Any, trainset: list[Any], config: HarnessConfig, task_lm: 
     return optimiser.compile(program, trainset=trainset, valset=trainset)
 
 
-def _gepa_metric(example: Any, prediction: Any, trace: Any = None, *_: Any) -> float:
-    return case_score(example.case, getattr(prediction, "answer", None))
+def _gepa_metric(example: Any, prediction: Any, trace: Any = None, *_: Any) -> Any:
+    """GEPA's metric: the case score, with what users said was wrong as its feedback."""
+    import dspy
+
+    case = example.case
+    score = case_score(case, getattr(prediction, "answer", None))
+    return dspy.Prediction(score=score, feedback=gepa_feedback(case, score))
+
+
+def gepa_feedback(case: HarnessCase, score: float) -> str:
+    """The textual feedback GEPA reflects on: the score, and for a case users corrected,
+    their words and the facts a good answer states."""
+    said = f"This answer scored {score:.2f} of 1."
+    if case.succeeded:
+        return f"{said} Users accepted the recorded answer: {case.recorded_answer}"
+    if case.feedback:
+        quoted = " | ".join(case.feedback)
+        said += f" Users said the recorded answer was wrong, in their words: {quoted}"
+    if case.required_facts:
+        said += f" A good answer states: {'; '.join(case.required_facts)}"
+    return said
 
 
 @dataclass(frozen=True)
@@ -459,9 +517,12 @@ def make_harness_operator(
         from evolution.settings import EvolutionSettings
 
         # The agent's own settings (`harness` in its evolution settings) refine the worker's.
-        own = EvolutionSettings.of(get_agent(session, parent.agent).settings).harness
-        chosen = replace(config, **own.model_dump(exclude_none=True))
-        return HarnessEvidence(harness_cases(session, window, per_kind=chosen.per_kind), chosen)
+        settings = EvolutionSettings.of(get_agent(session, parent.agent).settings)
+        chosen = replace(config, **settings.harness.model_dump(exclude_none=True))
+        use = settings.evaluation
+        held = latest_evaluation_set(session, parent.agent, use.name) if use.harness else None
+        cases = harness_cases(session, window, per_kind=chosen.per_kind, evaluation=held)
+        return HarnessEvidence(cases, chosen)
 
     def propose(
         evidence: HarnessEvidence, parent: AgentVersion, decision: DecisionRecord
