@@ -126,8 +126,10 @@ def workers_for(
         scorers, review: the code scorers' and the review queue's activities (default: on
             the evolution activities' registry and tracker).
     """
-    scorers = scorers or ScorerActivities(activities.engine)
-    review = review or ReviewActivities(activities.engine, activities.tracker)
+    # (a stand-in for the evolution activities may hold neither registry nor tracker)
+    engine, tracker = getattr(activities, "engine", None), getattr(activities, "tracker", None)
+    scorers = scorers or ScorerActivities(engine)
+    review = review or ReviewActivities(engine, tracker)
     methods = [
         activities.begin,
         activities.decide,

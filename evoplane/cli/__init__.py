@@ -18,6 +18,7 @@ from evoplane.cli import (
     gateway_cmd,
     mcp_cmd,
     model_cmd,
+    review_cmd,
     up_cmd,
     worker_cmd,
 )
@@ -57,6 +58,10 @@ for _command in (
 ):
     app.command(_command.__name__.replace("_", "-"))(_command)
 app.add_typer(control_cmd.versions_app, name="versions")
+app.add_typer(review_cmd.app, name="review")
+app.add_typer(review_cmd.evalset_app, name="evalset")
+app.command("score")(review_cmd.score)
+app.command("scorers")(review_cmd.scorers)
 app.add_typer(bench_cmd.app, name="bench")
 app.add_typer(admin_cmd.tenant_app, name="tenant")
 app.add_typer(admin_cmd.key_app, name="key")

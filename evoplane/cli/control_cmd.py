@@ -334,6 +334,7 @@ def api(
     """Serve the control API (start, follow, approve and roll back evolutions)."""
     import uvicorn
 
+    from activities.tracking import EvolutionTracker
     from evoplane.cli.gateway_cmd import KEEP_ALIVE_SECONDS
     from evoplane.control.app import create_control_app
     from evoplane.control.config import ControlConfig
@@ -350,6 +351,7 @@ def api(
         admin_token=admin_token_of(settings),
         namespace=settings.temporal_namespace,
         temporal_ui_url=settings.temporal_ui_link,
+        tracker=EvolutionTracker(settings.tracking_uri, temporal_ui_url=settings.temporal_ui_link),
     )
     uvicorn.run(
         create_control_app(config),

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
-from evoplane.control import agents, evolutions, schedules, tenants
+from evoplane.control import agents, evaluation, evolutions, review, schedules, tenants
 from evoplane.control.config import ControlConfig
 from evoplane.control.docs import TAGS, serve_docs, summarise
 from registry import InvalidRecordError, NotFoundError
@@ -17,7 +17,8 @@ __all__ = ["create_control_app"]
 
 DESCRIPTION = (
     "Start, follow, approve and roll back evolutions; read and diff agent versions; change "
-    "tenant policies. Every route needs the admin token (`Authorization: Bearer ...`; "
+    "tenant policies; review what needs a person; run code scorers; read evaluation sets. "
+    "Every route needs the admin token (`Authorization: Bearer ...`; "
     '"Authorize" above): `EVOPLANE_ADMIN_TOKEN`, or the one `evoplane up` prints.'
 )
 
@@ -43,7 +44,7 @@ def create_control_app(config: ControlConfig) -> FastAPI:
     app.state.control = config
     app.add_exception_handler(NotFoundError, _not_found)
     app.add_exception_handler(InvalidRecordError, _invalid)
-    for routes in (evolutions, agents, schedules, tenants):
+    for routes in (evolutions, agents, schedules, tenants, review, evaluation):
         summarise(routes.router)
         app.include_router(routes.router)
     return app

@@ -105,3 +105,50 @@ class ControlClient:
     ) -> dict[str, Any]:
         body = {"agent": agent, "every_minutes": every_minutes, "tenants": tenants}
         return self.call("POST", "/api/schedules", body)
+
+    # --- review, code scorers, evaluation sets ---------------------------------------------
+
+    def review(
+        self,
+        agent: str | None = None,
+        *,
+        status: str | None = "open",
+        kind: str | None = None,
+        reviewer: str | None = None,
+        limit: int = 50,
+    ) -> dict[str, Any]:
+        """The review queue (brought up to date) and each reviewer's progress."""
+        return self.call(
+            "GET", "/api/review", agent=agent, status=status, kind=kind, reviewer=reviewer,
+            limit=limit,
+        )  # fmt: skip
+
+    def review_item(self, item_id: int) -> dict[str, Any]:
+        return self.call("GET", f"/api/review/{item_id}")
+
+    def label(
+        self, item_id: int, reviewer: str, label: str, score: float | None = None, note: str = ""
+    ) -> dict[str, Any]:
+        body = {"reviewer": reviewer, "label": label, "score": score, "note": note}
+        return self.call("POST", f"/api/review/{item_id}/label", body)
+
+    def skip(self, item_id: int, reviewer: str, reason: str = "") -> dict[str, Any]:
+        return self.call(
+            "POST", f"/api/review/{item_id}/skip", {"reviewer": reviewer, "reason": reason}
+        )
+
+    def score(self, agent: str, **body: Any) -> dict[str, Any]:
+        """Run the agent's code scorers now (their report), or schedule them."""
+        wanted = {key: value for key, value in body.items() if value is not None}
+        return self.call("POST", f"/api/agents/{agent}/score", wanted)
+
+    def scorers(self, agent: str) -> list[dict[str, Any]]:
+        return self.call("GET", f"/api/agents/{agent}/scorers")
+
+    def evaluation_sets(self, agent: str) -> list[dict[str, Any]]:
+        return self.call("GET", f"/api/agents/{agent}/evaluation-sets")
+
+    def evaluation_set(
+        self, agent: str, name: str = "default", version: int | None = None
+    ) -> dict[str, Any]:
+        return self.call("GET", f"/api/agents/{agent}/evaluation-sets/{name}", version=version)

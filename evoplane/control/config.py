@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -21,6 +22,7 @@ class ControlConfig(BaseModel):
     Args:
         client: a connected Temporal client, or None to connect with `connect` at start-up
             (a client belongs to the event loop that serves the API).
+        tracker: MLflow, where the review queue and evaluation sets are mirrored.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
@@ -31,6 +33,8 @@ class ControlConfig(BaseModel):
     admin_token: str
     namespace: str = "default"
     temporal_ui_url: str | None = None
+    # An `activities.tracking.EvolutionTracker`: MLflow mirrors the review queue (None: not).
+    tracker: Any | None = None
 
 
 def admin_token(configured: str | None, data_dir: Path) -> str:

@@ -30,6 +30,15 @@ TAGS = [
     {"name": "agents", "description": "Agents, their versions (read, diff), settings, rollback."},
     {"name": "schedules", "description": "Evolve an agent every so often."},
     {"name": "tenants", "description": "A tenant's data policy and who changed it."},
+    {
+        "name": "review",
+        "description": "What needs a person: unsure corrections, approvals, findings, "
+        "inconclusive canaries; label or skip them.",
+    },
+    {
+        "name": "evaluation",
+        "description": "An agent's code scorers (run, schedule, results) and evaluation sets.",
+    },
 ]
 
 

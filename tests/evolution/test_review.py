@@ -53,10 +53,17 @@ def unsure_window(engine, corrected: int = 8, fine: int = 4) -> WindowSpec:
     """Answers users corrected in words the offline reading calls `other`, and some they
     liked, across three tenants."""
     world(engine)
+    return record_unsure(engine, corrected, fine)
+
+
+def record_unsure(
+    engine, corrected: int, fine: int, tenants=("acme", "globex", "initech")
+) -> WindowSpec:
+    """The traffic of `unsure_window`, for an agent and tenants that exist."""
     base = utcnow() - 40 * MINUTE
     rec, made, rewards = Recorder(), [], []
     for index in range(corrected + fine):
-        t = trajectory(("acme", "globex", "initech")[index % 3], base + index * MINUTE)
+        t = trajectory(tenants[index % len(tenants)], base + index * MINUTE)
         answer = rec.llm_call(t).model_copy(update={"action": ANSWER})
         rec.events[-1] = answer
         if index < corrected:
