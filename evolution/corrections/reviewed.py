@@ -68,4 +68,7 @@ def _as_read(correction: UserCorrection, reading: Reward) -> UserCorrection:
     except ValueError:  # a category this version does not know: keep the machine's reading
         return correction
     text = (reading.critique or "").strip() or correction.text
-    return replace(correction, kind=kind, text=text, about=None)
+    read = {"kind": kind, "text": text, "about": None}
+    if text != correction.text and hasattr(correction, "own"):
+        read["own"] = frozenset()  # the user's own values were read in the user's words
+    return replace(correction, **read)
