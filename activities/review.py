@@ -66,6 +66,8 @@ log = logging.getLogger(__name__)
 # The evolutions whose findings are queued: the latest few of the agent (older ones were
 # queued when they were new).
 RECENT_EVOLUTIONS = 20
+# Items mirrored into MLflow by one call (the rest by the next).
+_MIRRORED_AT_ONCE = 200
 
 
 class ReviewActivities:
@@ -125,18 +127,22 @@ class ReviewActivities:
         return items, self.mirror(agent, items)
 
     def mirror(self, agent: str, items: list[ReviewItem]) -> str | None:
-        """Mirror open items MLflow does not hold yet; returns why it could not, if so."""
+        """Mirror the agent's open items MLflow does not hold yet (these and any an earlier
+        attempt left out); returns why it could not, if so."""
         if self.tracker is None:
             return None
+        with transaction(self.engine) as session:
+            earlier = list_review_items(session, agent=agent, limit=_MIRRORED_AT_ONCE)
+        wanted = {i.id: i for i in [*items, *earlier] if i.status is ReviewStatus.OPEN}
+        missing = [i.model_dump(mode="json") for i in wanted.values() if i.mirror is None]
         try:
-            for item in items:
-                if item.mirror is None and item.status is ReviewStatus.OPEN:
-                    ids = self.tracker.mirror_review_item(agent, item.model_dump(mode="json"))
-                    with transaction(self.engine) as session:
-                        set_review_mirror(session, item.id, ids)
+            made = self.tracker.mirror_review_items(agent, missing[:_MIRRORED_AT_ONCE])
         except Exception as error:  # noqa: BLE001 - MLflow is a mirror: the queue goes on
             log.warning("could not mirror the review queue of %s to MLflow: %s", agent, error)
             return str(error)
+        with transaction(self.engine) as session:
+            for item_id, ids in made.items():
+                set_review_mirror(session, int(item_id), ids)
         return None
 
     def label(

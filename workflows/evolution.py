@@ -25,6 +25,7 @@ happening in words, so the Temporal UI is enough to follow an evolution.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta
 
 from temporalio import workflow
@@ -96,6 +97,7 @@ class EvolutionWorkflow:
         self._options: EvolutionOptions | None = None
         self._answer: CanaryAnswer | None = None  # a person's answer, until it is applied
         self._promoted_over: CanaryAnswer | None = None  # promoted over an open canary
+        self._queueing: asyncio.Task | None = None  # the review queue, beside the evolution
 
     # --- what people see and send ---------------------------------------------------------
 
@@ -184,6 +186,8 @@ class EvolutionWorkflow:
             )
             outcome, reason = Outcome.FAILED, words
             await self._clear_live(reason)
+        if self._queueing is not None:
+            await self._queueing
         return await self._finish(outcome, reason)
 
     async def _evolve(self, request: EvolutionRequest, begun: BeginResult) -> tuple[Outcome, str]:
@@ -217,11 +221,14 @@ class EvolutionWorkflow:
         self._update(action=decision.action, reason=decision.reason, decision=decision)
         workflow.upsert_search_attributes([ACTION.value_set(decision.action.value)])
         if workflow.patched("review-queue"):
-            await self._aside(
-                ReviewActivities.queue_for_review,
-                ReviewRequest(window=begun.window, evolution_id=self._status.evolution_id),
-                summary="queue what needs a person: unsure corrections, findings",
-                timeout=timedelta(minutes=10),
+            # Beside the evolution, which goes on at once and waits for it only to finish.
+            self._queueing = asyncio.create_task(
+                self._aside(
+                    ReviewActivities.queue_for_review,
+                    ReviewRequest(window=begun.window, evolution_id=self._status.evolution_id),
+                    summary="queue what needs a person: unsure corrections, findings",
+                    timeout=timedelta(minutes=10),
+                )
             )
         if (
             decision.holdback_answered

@@ -79,20 +79,34 @@ class ReviewMirror:
             return self._client.get_experiment_by_name(name).experiment_id
 
     @mlflow_call
-    def mirror_review_item(self, agent: str, item: dict[str, Any]) -> dict[str, str]:
-        """Put a review item (`registry.ReviewItem` as JSON) in MLflow: its trace, in its
+    def mirror_review_items(
+        self, agent: str, items: list[dict[str, Any]]
+    ) -> dict[str, dict[str, str]]:
+        """Put review items (`registry.ReviewItem` as JSON) in MLflow: a trace each, in its
         assignee's queue; again for the same item finds the same trace and queue item.
 
-        Returns the ids to keep with the item: experiment, trace and queue."""
+        Returns, per item id, the ids to keep with it: experiment, trace and queue."""
+        if not items:
+            return {}
         experiment = self.review_experiment_for(agent)
-        self._schema(experiment, item["kind"], item["body"].get("choices") or {})
-        # Found again for the same item, never another registry's item of the same number.
-        identity = f"{experiment}:{item['id']}:{item['key']}:{item['created_at']}"
-        trace_id = "tr-" + uuid.uuid5(_NAMESPACE, identity).hex
-        self._tracing.start_trace(_trace_info(experiment, trace_id, agent, item))
-        queue = self._queue(experiment, item.get("assignee"))
-        self._tracing._add_items_to_review_queue(queue, item_ids=[trace_id])
-        return {"experiment_id": experiment, "trace_id": trace_id, "queue_id": queue}
+        for kind in dict.fromkeys(item["kind"] for item in items):
+            choices = next(i["body"].get("choices") or {} for i in items if i["kind"] == kind)
+            self._schema(experiment, kind, choices)
+        mirrors, queued = {}, {}
+        for item in items:
+            # Found again for the same item, never another registry's item of that number.
+            identity = f"{experiment}:{item['id']}:{item['key']}:{item['created_at']}"
+            trace_id = "tr-" + uuid.uuid5(_NAMESPACE, identity).hex
+            self._tracing.start_trace(_trace_info(experiment, trace_id, agent, item))
+            queued.setdefault(item.get("assignee"), []).append(trace_id)
+            mirrors[str(item["id"])] = {"experiment_id": experiment, "trace_id": trace_id}
+        for assignee, traces in queued.items():
+            queue = self._queue(experiment, assignee)
+            self._tracing._add_items_to_review_queue(queue, item_ids=traces)
+            for mirror in mirrors.values():
+                if mirror["trace_id"] in traces:
+                    mirror["queue_id"] = queue
+        return mirrors
 
     @mlflow_call
     def move_review_item(self, item: dict[str, Any]) -> dict[str, str]:

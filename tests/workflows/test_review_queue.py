@@ -6,6 +6,7 @@ failing or slow scorer does not stop it."""
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import AsyncIterator
 
@@ -21,6 +22,7 @@ from evoplane.cli import app as cli
 from registry import (
     latest_evaluation_set,
     list_review_items,
+    scorer_summaries,
     set_agent_settings,
     transaction,
 )
@@ -28,7 +30,7 @@ from tests.evolution.test_review import FACT, record_unsure
 from tests.evolution.window_helpers import Recorder, store, trajectory
 from tests.workflows.conftest import AGENT, FAST_GATES, SAFETY_SUITE, World
 from tests.workflows.test_control_api import TOKEN, ControlServer
-from tests.workflows.test_evolution import start, wait_for
+from tests.workflows.test_evolution import REPLAYER, start, wait_for
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow]
 
@@ -79,8 +81,10 @@ async def test_corrections_labelled_through_the_cli_change_the_next_decision(
     configure(world, review={"reviewers": ["ana", "bo"]})
     record_unsure(world.engine, corrected=8, fine=4, tenants=("acme", "globex"))
     look = EvolutionOptions(force=Action.NOOP, policy=POLICY, actor="test")
-    first = await (await start(world, look)).result()
+    looked = await start(world, look)
+    first = await looked.result()
     assert first.outcome is Outcome.NOOP and best_change(first).action is not Action.MEMORY
+    await REPLAYER.replay_workflow(await looked.fetch_history())  # scored, queued: replays
 
     queue = await reviewed("review", "list", "--agent", AGENT, "--kind", "correction")
     numbers = listed(queue, "correction")
@@ -148,6 +152,7 @@ async def test_an_approval_and_a_finding_labelled_through_the_cli_change_what_fo
     assert "the evolution's answer: reject" in said
     rejected = await handle.result()
     assert rejected.outcome is Outcome.REJECTED and "rejected by bo" in rejected.reason
+    await REPLAYER.replay_workflow(await handle.fetch_history())
 
     # The same change again: the finding the reviewer required now fails its replay gate.
     again = await (await start(world, gated)).result()
@@ -189,7 +194,28 @@ async def test_a_code_scorers_rewards_reach_the_evolution_and_bad_scorers_do_not
         made.append(t)
     store(world.engine, made, rec.events)
     look = EvolutionOptions(force=Action.NOOP, policy=POLICY, actor="test")
-    status = await (await start(world, look)).result()
+    handle = await start(world, look)
+    status = await handle.result()
     assert status.outcome is Outcome.NOOP  # not failed: the bad scorers were reported
+    history = await handle.fetch_history()
+    await REPLAYER.replay_workflow(history)
+    # Each bad scorer's report is in the history, in words.
+    results = [
+        json.loads(payload.data)
+        for event in history.events
+        if event.HasField("activity_task_completed_event_attributes")
+        for payload in event.activity_task_completed_event_attributes.result.payloads
+        if payload.metadata.get("encoding") == b"json/plain"
+    ]
+    (report,) = [r for r in results if isinstance(r, dict) and "scorers" in r]
+    assert (
+        "cannot load no_such_package:score (ModuleNotFoundError"
+        in (report["scorers"]["lost"]["error"])
+    )
+    with transaction(world.engine) as session:
+        summaries = {s.scorer: s for s in scorer_summaries(session, AGENT)}
+    assert summaries["booking"].scored == 4 and summaries["flaky"].failed == 4
+    assert "raised RuntimeError: the bookings database is down" in summaries["flaky"].last_error
+    assert "took longer than 0.3 s" in summaries["slow"].last_error
     assert status.decision.signals["success_rate"] == 0.75  # read from the scorer's rewards
     assert status.decision.signals["trajectories"] == 4
