@@ -102,26 +102,35 @@ def awaiting_draft(
     agent: str, status: Mapping[str, Any], diff: Mapping[str, Any] | None
 ) -> ReviewDraft | None:
     """The draft of an evolution waiting for a person (its `status` query, as JSON), with
-    the candidate's diff against its parent; None when it waits for nobody."""
-    point = status.get("awaiting_approval")
+    the candidate's diff against its parent; None when it waits for nobody.
+
+    A canary that ended inconclusive and asks a person says so in the status
+    (`inconclusive`: the open question, the sessions and hours it still needs); a status
+    without that field marks one by a marginal last canary at an approval point.
+    """
+    question = status.get("inconclusive")
+    point = status.get("awaiting_approval") or ("canary" if question else None)
     if not point:
         return None
     evolution_id, candidate = status["evolution_id"], status.get("candidate_version")
     gates = status.get("gates") or []
     canaries = [gate for gate in gates if gate.get("gate") == "canary"]
-    inconclusive = bool(canaries) and canaries[-1].get("verdict") == "marginal"
-    kind = ReviewKind.CANARY if inconclusive else ReviewKind.APPROVAL
-    if inconclusive:
-        last = canaries[-1]
-        title = f"The canary of {candidate} is inconclusive: promote it or roll it back?"
-        plan = {"sessions_needed": last.get("sessions_needed"), "sessions": last.get("sessions")}
+    marginal = bool(canaries) and canaries[-1].get("verdict") == "marginal"
+    kind = ReviewKind.CANARY if question or marginal else ReviewKind.APPROVAL
+    if kind is ReviewKind.CANARY:
+        title = f"The canary of {candidate} is inconclusive: promote, extend or roll back?"
+        last = canaries[-1] if canaries else {}
+        plan = dict(question) if question else {
+            "sessions_needed": last.get("sessions_needed"), "sessions": last.get("sessions"),
+        }  # fmt: skip
+        key = f"{evolution_id}:canary"
     else:
         title = f"Approve {candidate} ({status.get('action')}) before the {point}?"
-        plan = None
+        plan, key = None, f"{evolution_id}:{point}"
     return ReviewDraft(
         agent=agent,
         kind=kind,
-        key=f"{evolution_id}:{point}",
+        key=key,
         title=title,
         body={
             "reason": status.get("reason"),

@@ -6,7 +6,8 @@
   with the user's words as feedback; a score of the answer is a `human_review` reward too;
 - a finding labelled `required` becomes a required safety case of the set: every later
   candidate must pass it (a finding `accepted` is known and not asked again);
-- an approval or an inconclusive canary's label is the answer the evolution waits for.
+- an approval's label is the answer the evolution waits for at its approval point, an
+  inconclusive canary's the answer its canary waits for (promote, extend, roll back).
 """
 
 from __future__ import annotations
@@ -41,8 +42,9 @@ LABELS: dict[ReviewKind, dict[str, str]] = {
         "accepted": "a known limit of the agent: do not block on it, do not ask again",
     },
     ReviewKind.CANARY: {
-        "approve": "promote the candidate on the evidence so far",
-        "reject": "roll the candidate back",
+        "promote": "promote the candidate although its question is open (your call)",
+        "extend": "give the canary the time its question still needs",
+        "roll_back": "roll the candidate back",
     },
 }
 # The reward a reviewer's score of an answer becomes (0: wrong, 1: right).
@@ -63,7 +65,7 @@ class LabelEffects:
 
     rewards: list[Reward] = field(default_factory=list)
     cases: list[EvaluationCase] = field(default_factory=list)
-    update: Literal["approve", "reject"] | None = None
+    update: Literal["approve", "reject", "promote", "extend", "roll_back"] | None = None
 
     def summary(self) -> dict[str, Any]:
         """As the label records it."""
@@ -101,7 +103,7 @@ def label_effects(
         return _correction_effects(item, label, reviewer, at, score, note, origin)
     if item.kind is ReviewKind.FINDING:
         return LabelEffects(cases=_finding_cases(item, label, note, origin))
-    return LabelEffects(update=label)  # approve | reject
+    return LabelEffects(update=label)  # the evolution's answer
 
 
 def _correction_effects(

@@ -91,8 +91,10 @@ def _body_lines(body: dict[str, Any]) -> list[str]:
         lines.append(f"reason: {body['reason']}")
     for gate in body.get("gates") or []:
         lines.append(f"  {gate['gate']}: {gate['verdict']} ({gate['reason']})")
-    if body.get("plan") and body["plan"].get("sessions_needed"):
-        plan = body["plan"]
+    plan = body.get("plan") or {}
+    if plan.get("words"):
+        lines.append(f"open question: {plan['words']}")
+    elif plan.get("sessions_needed"):
         lines.append(f"needs ~{plan['sessions_needed']} sessions a side; has {plan['sessions']}")
     diff = body.get("diff")
     if diff:

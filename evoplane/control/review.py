@@ -43,6 +43,8 @@ __all__ = ["LabelBody", "SkipBody", "router"]
 router = APIRouter(prefix="/api/review", tags=["review"])
 log = logging.getLogger(__name__)
 _WAITING = (ReviewKind.APPROVAL, ReviewKind.CANARY)
+# The update an inconclusive canary waits on (E17's `EvolutionWorkflow.answer_canary`).
+CANARY_UPDATE = "answer_canary"
 
 
 class LabelBody(BaseModel):
@@ -176,13 +178,20 @@ async def _apply(
 
 
 async def _answer(client: Client, found: ReviewItem, label: str, reviewer: str, note: str) -> None:
-    """Send an approval's or a canary's label to the evolution waiting for it."""
+    """Send an approval's or a canary's label to the evolution waiting for it: an approval
+    point takes `approve` or `reject`; an inconclusive canary takes the person's choice
+    through its `answer_canary` update (named, so a worker without it refuses clearly)."""
     evolution_id = found.subject["evolution_id"]
-    update = EvolutionWorkflow.approve if label == "approve" else EvolutionWorkflow.reject
     handle = client.get_workflow_handle(evolution_id)
     reason = note or f"review item {found.id}"
+    if found.kind is ReviewKind.CANARY:
+        update: Any = CANARY_UPDATE
+        answer: Any = {"actor": reviewer, "choice": label, "reason": reason}
+    else:
+        update = EvolutionWorkflow.approve if label == "approve" else EvolutionWorkflow.reject
+        answer = Approval(actor=reviewer, reason=reason)
     try:
-        await handle.execute_update(update, Approval(actor=reviewer, reason=reason))
+        await handle.execute_update(update, answer)
     except WorkflowUpdateFailedError as error:
         cause = error.cause.message if error.cause else str(error)
         raise HTTPException(409, f"evolution {evolution_id} refused: {cause}") from None

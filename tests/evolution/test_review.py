@@ -176,9 +176,10 @@ def test_other_kinds_become_a_required_case_or_an_answer() -> None:
     gone = item(ReviewKind.FINDING, {"case": "old"}, {"case": "old"}, tenant=None)
     with pytest.raises(LabelError, match="no longer in the agent's suite"):
         label_effects(gone, "required", reviewer="ana", at=utcnow())
-    for kind in (ReviewKind.APPROVAL, ReviewKind.CANARY):
-        waiting = item(kind, {}, {"evolution_id": "e"}, tenant=None)
-        assert label_effects(waiting, "reject", reviewer="bo", at=utcnow()).update == "reject"
+    waiting = item(ReviewKind.APPROVAL, {}, {"evolution_id": "e"}, tenant=None)
+    assert label_effects(waiting, "reject", reviewer="bo", at=utcnow()).update == "reject"
+    canary = item(ReviewKind.CANARY, {}, {"evolution_id": "e"}, tenant=None)
+    assert label_effects(canary, "extend", reviewer="bo", at=utcnow()).update == "extend"
 
 
 @given(kind=st.sampled_from(list(ReviewKind)), label=st.text(max_size=20))
@@ -241,6 +242,11 @@ def test_an_evolution_waiting_for_a_person_is_an_approval_or_an_inconclusive_can
     marginal = {"gate": "canary", "verdict": "marginal", "reason": "r", "sessions_needed": 400,
                 "sessions": 43}  # fmt: skip
     canary = awaiting_draft(AGENT, {**status, "gates": [marginal]}, diff)
-    assert canary.kind is ReviewKind.CANARY
+    assert canary.kind is ReviewKind.CANARY and canary.key == "e1:canary"
     assert canary.body["plan"] == {"sessions_needed": 400, "sessions": 43}
+    assert set(canary.body["choices"]) == {"promote", "extend", "roll_back"}
+    # A canary that asks a person says so, with its open question, at no approval point.
+    question = {"sessions": 43, "sessions_more": 357, "hours_more": 6.5, "words": "needs..."}
+    asked = {**status, "awaiting_approval": None, "inconclusive": question}
+    assert awaiting_draft(AGENT, asked, diff).body["plan"] == question
     assert awaiting_draft(AGENT, {**status, "awaiting_approval": None}, diff) is None
