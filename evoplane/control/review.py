@@ -23,6 +23,7 @@ from evolution.review import LabelError, awaiting_draft, check_label
 from evoplane.control.config import ControlConfig, authorised
 from registry import (
     InvalidRecordError,
+    ReviewDraft,
     ReviewItem,
     ReviewKind,
     ReviewStatus,
@@ -213,16 +214,18 @@ async def _sync(c: ControlConfig, agent: str | None) -> str | None:
         settings = review.settings(name)
         with transaction(c.engine) as session:
             drafts = review.finding_drafts(session, name, settings)
-        drafts += [draft for draft in waiting if draft.agent == name]
+        drafts += [draft for draft in waiting or [] if draft.agent == name]
         _, error = review.queue(name, drafts, settings)
         errors.append(error)
-    _close_settled(review, agents, {(d.agent, d.key) for d in waiting})
+    if waiting is not None:  # unknown when Temporal could not say: nothing is closed
+        _close_settled(review, agents, {(d.agent, d.key) for d in waiting})
     await _apply_mlflow_labels(c, review, agent)
     return next((error for error in errors if error), None)
 
 
-async def _waiting(c: ControlConfig, agents: list[str]):
-    """Drafts of the evolutions of `agents` waiting for a person, read from Temporal."""
+async def _waiting(c: ControlConfig, agents: list[str]) -> list[ReviewDraft] | None:
+    """Drafts of the evolutions of `agents` waiting for a person, read from Temporal (None
+    when Temporal could not be asked)."""
     drafts = []
     query = 'Stage = "awaiting_approval" AND ExecutionStatus = "Running"'
     try:
@@ -239,6 +242,7 @@ async def _waiting(c: ControlConfig, agents: list[str]):
             drafts.append(awaiting_draft(status.agent, shown, _diff(c, shown)))
     except RPCError as error:
         log.warning("could not list the evolutions waiting for a person: %s", error)
+        return None
     return [draft for draft in drafts if draft is not None]
 
 

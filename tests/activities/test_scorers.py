@@ -142,3 +142,35 @@ def test_a_scorer_that_cannot_load_or_answer_in_its_budget_leaves_the_rest(engin
     # call takes up to its timeout); the others wait for a later run.
     assert (report["slow"].failed, report["slow"].left) == (1, 2)
     assert report["booking"].scored == 3  # and the others ran all the same
+
+
+def test_a_scorer_scores_only_the_tenants_and_task_types_it_names(engine) -> None:
+    world(engine)
+    base = utcnow() - 30 * MINUTE
+    rec, made = Recorder(), []
+    for index, (tenant, task) in enumerate(
+        [("acme", "booking"), ("acme", "refund"), ("globex", "booking"), ("acme", None)]
+    ):
+        t = trajectory(tenant, base + index * MINUTE, task_type=task)
+        rec.events.append(
+            rec.llm_call(t).model_copy(update={"action": MessageAction(content="Booked.")})
+        )
+        rec.events.pop(-2)
+        made.append(t)
+    store(engine, made, rec.events)
+    configure(
+        engine,
+        {
+            "name": "booking",
+            "entry_point": f"{SCORERS}:says_booked",
+            "tenants": ["acme"],
+            "task_types": ["booking"],
+        },
+    )
+    window = WindowSpec(agent=AGENT, since=base - MINUTE)
+    report = ScorerActivities(engine).score_traffic(ScoreRequest(window=window))
+    assert report.scorers["booking"].scored == 1
+    with transaction(engine) as session:
+        assert [r.name for r in list_rewards(session, "acme", trajectory_id=made[0].id)] == [
+            "booking"
+        ]

@@ -70,6 +70,11 @@ def listed(output: str, kind: str) -> list[int]:
     return [int(n) for n in re.findall(rf"^#(\d+)  {kind}  ", output, re.MULTILINE)]
 
 
+def answered(t, answer: str):
+    """An llm call of `t` that answered `answer`."""
+    return Recorder().llm_call(t).model_copy(update={"action": MessageAction(content=answer)})
+
+
 def best_change(status):
     """The action the policy scored best, whatever the evolution was told to do."""
     return max(status.decision.scores, key=lambda s: s.score)
@@ -109,6 +114,8 @@ async def test_corrections_labelled_through_the_cli_change_the_next_decision(
     assert len(held.cases) == 8 and all(c.required_facts == [FACT] for c in held.cases)
     sets = await reviewed("evalset", "list", "--agent", AGENT)
     assert f"{AGENT}/default@v8  8 cases" in sets and f"{AGENT}/default@v1  1 cases" in sets
+    first_set = await reviewed("evalset", "show", AGENT, "--version", "1")
+    assert f"facts: {FACT}" in first_set and "users said: My" in first_set
 
 
 async def test_an_approval_and_a_finding_labelled_through_the_cli_change_what_follows(
@@ -171,7 +178,7 @@ async def test_an_approval_and_a_finding_labelled_through_the_cli_change_what_fo
 
 
 async def test_a_code_scorers_rewards_reach_the_evolution_and_bad_scorers_do_not_stop_it(
-    world: World, workers
+    world: World, workers, reviewed
 ) -> None:
     configure(
         world,
@@ -184,15 +191,19 @@ async def test_a_code_scorers_rewards_reach_the_evolution_and_bad_scorers_do_not
             {"name": "lost", "entry_point": "no_such_package:score"},
         ],
     )  # fmt: skip
-    rec, made = Recorder(), []
-    for index, answer in enumerate(["Booked.", "Booked!", "No rooms left.", "Booked, see you."]):
-        t = trajectory(("acme", "globex")[index % 2], utcnow())
-        rec.events.append(
-            rec.llm_call(t).model_copy(update={"action": MessageAction(content=answer)})
-        )
-        rec.events.pop(-2)
-        made.append(t)
-    store(world.engine, made, rec.events)
+    made = [trajectory(("acme", "globex")[i % 2], utcnow()) for i in range(3)]
+    late = trajectory("globex", utcnow())
+    answers = ["Booked.", "Booked!", "No rooms left."]
+    events = [answered(t, a) for t, a in zip(made, answers, strict=True)]
+    store(world.engine, made, events)
+    # Run now through the CLI (a ScoringWorkflow): each scorer's report, in words.
+    now = await reviewed("score", "--agent", AGENT, "--scorer", "booking", "--scorer", "lost")
+    assert "booking: 3 scored, 0 abstained, 0 failed" in now
+    assert "lost: cannot load no_such_package:score" in now
+    scheduled = await reviewed("score", "--agent", AGENT, "--every", "5m")
+    assert f"schedule scoring-{AGENT} created" in scheduled
+    await world.client.get_schedule_handle(f"scoring-{AGENT}").delete()
+    store(world.engine, [late], [answered(late, "Booked, see you.")])  # after that run
     look = EvolutionOptions(force=Action.NOOP, policy=POLICY, actor="test")
     handle = await start(world, look)
     status = await handle.result()
@@ -208,13 +219,14 @@ async def test_a_code_scorers_rewards_reach_the_evolution_and_bad_scorers_do_not
         if payload.metadata.get("encoding") == b"json/plain"
     ]
     (report,) = [r for r in results if isinstance(r, dict) and "scorers" in r]
-    assert (
-        "cannot load no_such_package:score (ModuleNotFoundError"
-        in (report["scorers"]["lost"]["error"])
-    )
+    lost = report["scorers"]["lost"]["error"]
+    assert "cannot load no_such_package:score (ModuleNotFoundError" in lost
     with transaction(world.engine) as session:
         summaries = {s.scorer: s for s in scorer_summaries(session, AGENT)}
     assert summaries["booking"].scored == 4 and summaries["flaky"].failed == 4
+    fared = await reviewed("scorers", "--agent", AGENT)
+    assert "booking: 4 scored, 0 abstained, 0 failed" in fared
+    assert "flaky: 0 scored, 0 abstained, 4 failed; last error: raised RuntimeError" in fared
     assert "raised RuntimeError: the bookings database is down" in summaries["flaky"].last_error
     assert "took longer than 0.3 s" in summaries["slow"].last_error
     assert status.decision.signals["success_rate"] == 0.75  # read from the scorer's rewards
