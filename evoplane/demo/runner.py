@@ -237,8 +237,10 @@ class _Demo:
         """The evolution's options: its window is the drift's traffic since `since`, so
         earlier rounds' traffic and live gates stay out of it."""
         gate = dict(self.scale.gate)
-        if round_.canary_length != 1.0 and "step_seconds" in gate:
-            gate["step_seconds"] *= round_.canary_length
+        if round_.canary_length != 1.0:  # its looks, and how long it may go on, alike
+            for key in ("step_seconds", "max_canary_seconds"):
+                if key in gate:
+                    gate[key] *= round_.canary_length
         return {
             "window_since": since.isoformat(),
             **({"gate": gate} if gate != self.scale.gate else {}),
