@@ -167,7 +167,13 @@ def plan_for(algorithm: str, window: list[dict], settings: Any):
     return plan, settings.train_config(algorithm=plan.trains_as)
 
 
-def run(registry: Path, algorithms: list[str], seeds: list[int], samples: int) -> dict:
+def run(
+    registry: Path,
+    algorithms: list[str],
+    seeds: list[int],
+    samples: int,
+    training: dict[str, Any] | None = None,
+) -> dict:
     from evolution.rl.backends.torch import use_threads
     from evolution.rl.rewards import ToolCallReward
     from evolution.rl.settings import TrainingSettings
@@ -190,7 +196,7 @@ def run(registry: Path, algorithms: list[str], seeds: list[int], samples: int) -
     out = Path(registry).parent / "weights-round"
     for algorithm in algorithms:
         for seed in seeds:
-            settings = TrainingSettings(**{**FULL.training, "seed": seed})
+            settings = TrainingSettings(**{**FULL.training, **(training or {}), "seed": seed})
             plan, config = plan_for(algorithm, window, settings)
             began = time.perf_counter()
             result = plan.run(
@@ -245,12 +251,19 @@ def main() -> None:
     parser.add_argument("--algorithms", default="dpo,rpo,sft,grpo")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--samples", type=int, default=4, help="samples of each prompt")
+    parser.add_argument(
+        "--training",
+        type=json.loads,
+        default={},
+        help="training settings over the demo's, as JSON (e.g. '{\"steps\": 60}')",
+    )
     args = parser.parse_args()
     result = run(
         args.registry,
         args.algorithms.split(","),
         [int(s) for s in args.seeds.split(",")],
         args.samples,
+        args.training,
     )
     print(table(result))
 
