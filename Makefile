@@ -1,18 +1,20 @@
 # Evoplane: `make run` sets everything up and runs the demo on the embedded stack; `make test` runs the suite.
 #
 # On CPU machines torch is pinned by constraints/cpu.txt so pip never pulls a CUDA build.
-# GPU workers: `make install CONSTRAINTS= EXTRAS=test,dspy,train,gpu` keeps your own torch.
+# GPU workers: `make install CONSTRAINTS= EXTRAS=test,dspy,train,docs,gpu` keeps your own torch.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
-EXTRAS ?= test,dspy,train
+EXTRAS ?= test,dspy,train,docs
 CONSTRAINTS ?= constraints/cpu.txt
 PYTEST_ARGS ?=
 # Test processes (pytest-xdist), each taking whole files: most tests wait on servers and
 # PostgreSQL, so two share two cores well (the suite took 10.7 min against 17 alone).
 TEST_WORKERS ?= 2
 
+# Material for MkDocs prints a banner about MkDocs 2.0 on every build unless this is set.
+export NO_MKDOCS_2_WARNING := 1
 # dspy imports litellm, which otherwise fetches a model cost map from the network at import.
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 # Python caches compiled modules unless this is set (some machines set it): a process that
@@ -24,7 +26,7 @@ WARM_CONTROL := import mlflow, mlflow.server, mlflow.server.handlers, dspy, lite
 	mlflow.store.tracking.sqlalchemy_store, temporalio.worker, evoplane.worker, \
 	evoplane.control, activities.evolution
 
-.PHONY: install run up test lint format schema clean
+.PHONY: install run up test lint docs format schema clean
 
 install: $(VENV)/.installed
 
@@ -40,18 +42,24 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 		$(BIN)/python -c "$(WARM_CONTROL)" && wait $$warm
 	touch $@
 
-run: install  ## the main job: the demo on the embedded stack (6 to 11 min on 2 cores, by host)
+run: install  ## the main job: the demo on the embedded stack (about 5 to 8 min on 2 cores, docs/demo.md)
 	$(BIN)/evoplane demo
 
 up: install  ## the embedded stack in the foreground (Ctrl-C stops it)
 	$(BIN)/evoplane up
 
-test: install lint  ## lint, then the whole test suite
+test: install lint  ## lint (ruff, the docs' strict build), then the whole test suite
 	$(BIN)/pytest $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
 
-lint: install
+lint: install docs
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# --strict: a broken link or anchor, or a page left out of the nav, fails the build (and so
+# `make test` in CI; not --quiet, which stops it counting warnings). docs/hooks.py generates
+# the control API and CLI references offline.
+docs: install  ## the manual (MkDocs, docs/) built into site/
+	$(BIN)/mkdocs build --strict
 
 format: install
 	$(BIN)/ruff check --fix .
@@ -61,4 +69,4 @@ schema: install  ## regenerate the checked-in ATDP JSON Schema after changing at
 	$(BIN)/evoplane atdp schema > atdp/schema/atdp.schema.json
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache *.egg-info
+	rm -rf $(VENV) .pytest_cache .hypothesis .ruff_cache *.egg-info site
