@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# Lower never imports higher (README's layout table).
+# Lower never imports higher (the layout in docs/architecture.md).
 FLOORS = {
     "atdp": 1,
     "registry": 2,
