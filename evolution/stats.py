@@ -1,25 +1,17 @@
-"""The statistics gates and window analysis share: intervals, a rank test, a bootstrap.
+"""The statistics gates and window analysis share: intervals and a rank test.
 
 One implementation of each, so a decision record and a gate verdict computed from the same
-numbers agree, and a reader can see exactly how a number was made. numpy and scipy are
-imported inside the functions: `import evolution.gates` (which workflows do, for its models)
-stays fast, and scipy.stats alone takes about a second to import.
+numbers agree, and a reader can see exactly how a number was made. scipy is imported inside
+the functions: `import evolution.gates` (which workflows do, for its models) stays fast, and
+scipy.stats alone takes about a second to import.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import numpy as np
-
-__all__ = ["bootstrap_mean_delta", "mann_whitney", "mean_interval", "wilson_interval"]
-
-# Resamples are drawn in blocks of about this many values, so a bootstrap over a large
-# window needs bounded memory however many resamples it asks for.
-_BOOTSTRAP_BLOCK_VALUES = 1_000_000
+__all__ = ["mann_whitney", "mean_interval", "wilson_interval"]
 
 
 def _check_confidence(confidence: float) -> None:
@@ -118,52 +110,3 @@ def mann_whitney(
     result = mannwhitneyu(cand, base, alternative="two-sided")
     u = float(result.statistic)
     return u, min(1.0, max(0.0, float(result.pvalue))), u / pairs
-
-
-def bootstrap_mean_delta(
-    baseline: Sequence[float],
-    candidate: Sequence[float],
-    confidence: float = 0.95,
-    resamples: int = 2000,
-    seed: int = 0,
-) -> tuple[float, float, float]:
-    """The difference of means (candidate - baseline) with a percentile bootstrap interval.
-
-    Each side is resampled on its own (the two groups are independent sessions). A fixed
-    `seed` makes the interval reproducible, so a recorded verdict can be recomputed.
-
-    Returns:
-        (delta, low, high).
-    """
-    import numpy as np
-
-    _check_confidence(confidence)
-    if resamples < 1:
-        raise ValueError(f"resamples must be at least 1, got {resamples}")
-    base = np.asarray(_finite(baseline, "baseline"))
-    cand = np.asarray(_finite(candidate, "candidate"))
-    if base.size == 0 or cand.size == 0:
-        raise ValueError("bootstrap_mean_delta needs at least one baseline and candidate value")
-    rng = np.random.default_rng(seed)
-    deltas = np.concatenate(
-        [
-            _resampled_means(cand, count, rng) - _resampled_means(base, count, rng)
-            for count in _blocks(resamples, base.size + cand.size)
-        ]
-    )
-    alpha = 1.0 - confidence
-    low, high = np.quantile(deltas, [alpha / 2.0, 1.0 - alpha / 2.0])
-    return float(cand.mean() - base.mean()), float(low), float(high)
-
-
-def _blocks(resamples: int, values_per_resample: int) -> list[int]:
-    """Resample counts per block, so no block holds much more than the memory bound."""
-    per_block = max(1, _BOOTSTRAP_BLOCK_VALUES // values_per_resample)
-    full, rest = divmod(resamples, per_block)
-    return [per_block] * full + ([rest] if rest else [])
-
-
-def _resampled_means(values: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
-    """`count` means of `values` resampled with replacement."""
-    picks = rng.integers(0, values.size, size=(count, values.size))
-    return values[picks].mean(axis=1)

@@ -8,7 +8,7 @@ from evolution.followups.judge import (
     judged_follow_ups,
     parse_verdict,
 )
-from evolution.followups.lexicon import LANGUAGES, Cue, cues, fold, opens_with_denial
+from evolution.followups.lexicon import LANGUAGES, Cue, cues, fold
 from evolution.followups.reading import (
     ASKING,
     FollowUp,
@@ -38,7 +38,6 @@ __all__ = [
     "fold",
     "follow_up_judge_with",
     "judged_follow_ups",
-    "opens_with_denial",
     "parse_verdict",
     "placeholder",
     "read_conversation",

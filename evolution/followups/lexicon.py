@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
 
-__all__ = ["LANGUAGES", "Cue", "cues", "fold", "opens_with_denial", "says_wrong"]
+__all__ = ["LANGUAGES", "Cue", "cues", "fold", "says_wrong"]
 
 
 class Cue(StrEnum):
@@ -397,12 +397,6 @@ def _tables() -> dict[Cue, _Table]:
 @cache
 def _openers() -> _Table:
     return _table(w for alternatives in _OPENERS.values() for w in alternatives.split("|"))
-
-
-def opens_with_denial(text: str) -> bool:
-    """Whether a message opens like a denial of the previous answer ("No, ...", "Nein.")."""
-    folded = fold(text)
-    return _found(_openers(), _TOKEN.findall(folded), folded, first_only=True)
 
 
 def says_wrong(text: str) -> bool:

@@ -1,8 +1,8 @@
 """The gate judge: is the candidate at least as good as stable, overall and for every tenant?
 
 In the spirit of Kayenta (Netflix's canary judge): each metric's candidate samples are compared
-with the baseline's by a rank test (or a bootstrap), with a minimum number of samples, a
-tolerance and a significance level, and a few critical metrics fail the gate on their own.
+with the baseline's by a rank test, with a minimum number of samples, a tolerance and a
+significance level, and a few critical metrics fail the gate on their own.
 Unlike Kayenta it also judges each tenant: a candidate that helps most tenants must not
 quietly hurt one of them. The replay gate judges paired replays of recorded trajectories
 (`judge_replay`); the safety suite lives in `evolution.safety`. A failure the candidate

@@ -34,7 +34,6 @@ from evolution.replay.engine import (
 )
 from evolution.replay.mcp_tools import mcp_tool_simulator
 from evolution.replay.scorers import (
-    LLMJudge,
     RecordedOutcome,
     ReplayScore,
     RequiredFacts,
@@ -43,8 +42,6 @@ from evolution.replay.scorers import (
     ToolCallsSucceeded,
     ToolCallsValid,
     combine,
-    final_answer,
-    parse_judge_score,
     score_replay,
 )
 from evolution.replay.simulators import (
@@ -58,7 +55,6 @@ __all__ = [
     "AGENT_PROTOCOL",
     "EVALUATION_HEADERS",
     "SERVED_TOOLS",
-    "LLMJudge",
     "RecordedOutcome",
     "RecordedTrajectory",
     "ReplayMode",
@@ -79,10 +75,8 @@ __all__ = [
     "WindowReplay",
     "action_of",
     "combine",
-    "final_answer",
     "http_tool_simulator",
     "mcp_tool_simulator",
-    "parse_judge_score",
     "replay_trajectory",
     "replay_window",
     "request_body",

@@ -1,15 +1,14 @@
 """Pluggable scorers of a replayed trajectory, each a number in [0, 1] or no opinion (None).
 
-Scorers are async so one that asks a model (the LLM judge) has the same shape as the rule
-checks. `score_replay` runs them and `combine` folds their opinions into one score.
+Scorers are async so one that waits on a service (a model, a tool) has the same shape as the
+rule checks. `score_replay` runs them and `combine` folds their opinions into one score.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from jsonschema import Draft202012Validator
@@ -20,7 +19,6 @@ from evolution.memory.distil import states_fact
 from evolution.replay.engine import SERVED_TOOLS, ReplayedTrajectory, ReplayStep, action_of
 
 __all__ = [
-    "LLMJudge",
     "RecordedOutcome",
     "ReplayScore",
     "RequiredFacts",
@@ -29,8 +27,6 @@ __all__ = [
     "ToolCallsSucceeded",
     "ToolCallsValid",
     "combine",
-    "final_answer",
-    "parse_judge_score",
     "score_replay",
 ]
 
@@ -74,15 +70,6 @@ class Scorer(Protocol):
     async def score(
         self, replayed: ReplayedTrajectory, recorded: list[Event], context: ScoringContext
     ) -> float | None: ...
-
-
-def final_answer(replayed: ReplayedTrajectory) -> str | None:
-    """The last text the version said in the replay (a replay may end on a tool call)."""
-    for step in reversed(replayed.steps):
-        content = action_of(step.response).content
-        if content and content.strip():
-            return content
-    return None
 
 
 class RecordedOutcome:
@@ -226,59 +213,6 @@ def first_answer(replayed: ReplayedTrajectory) -> str | None:
 def _text(message: dict[str, Any]) -> str:
     content = message.get("content")
     return content if isinstance(content, str) else ""
-
-
-_JUDGE_PROMPT = """Rate how well the assistant's final answer accomplishes the user's task.
-Reply with a score from 0 (useless) to 10 (perfect), written as "Score: N/10".
-
-User's task:
-{task}
-
-Assistant's final answer:
-{answer}
-"""
-
-_OUT_OF_TEN = re.compile(r"(\d+(?:\.\d+)?)\s*(?:/|out of)\s*10\b", re.IGNORECASE)
-_LABELLED = re.compile(r"score[*\s]*(?:is|=|:)?[*\s]*(\d+(?:\.\d+)?)", re.IGNORECASE)
-_BARE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*\.?\s*$")
-
-
-def parse_judge_score(reply: str) -> float | None:
-    """A 0-10 rating in a judge's reply, as a fraction; None when there is none or it is
-    out of range (a judge that says 12/10 has not followed the scale)."""
-    for pattern in (_OUT_OF_TEN, _LABELLED, _BARE):
-        found = pattern.search(reply)
-        if found:
-            value = float(found.group(1))
-            return value / 10.0 if math.isfinite(value) and 0.0 <= value <= 10.0 else None
-    return None
-
-
-class LLMJudge:
-    """Asks a judge model to rate the final answer against the user's task (0-10)."""
-
-    name = "llm_judge"
-
-    def __init__(self, judge: Callable[[str], Awaitable[str]], prompt: str = _JUDGE_PROMPT):
-        self.judge = judge
-        self.prompt = prompt
-
-    async def score(
-        self, replayed: ReplayedTrajectory, recorded: list[Event], context: ScoringContext
-    ) -> float | None:
-        answer = final_answer(replayed)
-        if answer is None:
-            return None
-        task = "\n".join(_user_texts(replayed))
-        return parse_judge_score(await self.judge(self.prompt.format(task=task, answer=answer)))
-
-
-def _user_texts(replayed: ReplayedTrajectory) -> list[str]:
-    """What the user asked, as the last replayed request holds it (the whole conversation)."""
-    messages = replayed.steps[-1].request.get("messages") or []
-    return [
-        m["content"] for m in messages if m.get("role") == "user" and isinstance(m["content"], str)
-    ]
 
 
 def combine(scores: Iterable[float | None]) -> float | None:

@@ -20,7 +20,7 @@ from evolution.rl.policy import Completion, Policy
 from evolution.rl.rewards import GroupReward, RewardFunction
 from evolution.rl.samples import RecordedPrompt
 
-__all__ = ["draw_groups", "mixed", "recorded_groups", "sample_prompts"]
+__all__ = ["draw_groups", "mixed", "sample_prompts"]
 
 
 def draw_groups(
@@ -147,25 +147,6 @@ def _rewards(
     rated: list[float | None] = [None] * (len(texts) - recorded)
     rated += [prompt.reward] if recorded else []
     return reward.score_group(prompt, texts, rated)
-
-
-def recorded_groups(
-    policy: Policy, prompts: Sequence[RecordedPrompt], advantages: dict[str, float]
-) -> list[dict[str, Any]]:
-    """Each recorded completion as a group of its own, with an advantage given per turn
-    (`evolution.rl.data.process_advantages`), for `step.update_policy` without dynamic
-    sampling: the recorded logprobs are its behaviour policy, as in a sampled group."""
-    return [
-        {
-            "prompt": policy.prompt_ids(prompt.messages, prompt.tools),
-            "completions": [list(prompt.token_ids or [])],
-            "behaviour": [list(prompt.logprobs or [])],
-            "rewards": [advantages[prompt.event_id]],
-            "advantages": [advantages[prompt.event_id]],
-        }
-        for prompt in prompts
-        if prompt.has_behaviour and advantages.get(prompt.event_id)
-    ]
 
 
 def _text(policy: Policy, token_ids: Sequence[int]) -> str:

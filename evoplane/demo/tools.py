@@ -48,10 +48,6 @@ def _schema(**properties: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _without(spec: dict[str, Any], key: str) -> dict[str, Any]:
-    return {k: v for k, v in spec.items() if k != key}
-
-
 def _function(name: str, description: str, parameters: dict[str, Any]) -> dict[str, Any]:
     return {
         "type": "function",

@@ -23,8 +23,9 @@ whole batch, requests joining and leaving it between steps. One thread per devic
 small CPU that is what lets throughput grow with concurrency (`benchmarks/local_engine.py`):
 a thread per request mostly waits for the GIL.
 
-`swap` loads new weights in a thread and then switches atomically: a request keeps the
-weights it started with, and each response's `model` names the weights that produced it.
+An engine serves one set of weights for its life: a version with other weights gets an engine
+of its own from the pool (`proxy.engines.pool`), so a canary and stable decode side by side
+and each response's `model` names the weights that produced it.
 
 torch, transformers and peft are imported only when a model is loaded (the `train` extra).
 """
@@ -793,7 +794,6 @@ class LocalEngine(UpstreamEngine):
         self._loaded: LoadedModel | None = None
         self._loading: asyncio.Future[LoadedModel] | None = None
         self._slots = asyncio.Semaphore(max_concurrency)
-        self._swap_lock = asyncio.Lock()
         self._in_flight = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -833,8 +833,7 @@ class LocalEngine(UpstreamEngine):
             loaded = await asyncio.to_thread(self._load, *self._weights)
         finally:
             self._loading = None  # a failed load is tried again by the next request
-        if self._loaded is None:  # a swap that finished meanwhile wins
-            self._loaded = loaded
+        self._loaded = loaded
         return loaded
 
     def _load(self, checkpoint: Path, adapter: Path | None, version: str | None) -> LoadedModel:
@@ -845,37 +844,6 @@ class LocalEngine(UpstreamEngine):
         return load_model(
             checkpoint, adapter, version=version, device=self.device, dtype=self.dtype
         )
-
-    async def swap(
-        self,
-        *,
-        checkpoint_dir: str | Path | None = None,
-        adapter_dir: str | Path | None = None,
-        version: str | None = None,
-    ) -> str:
-        """Serve new weights: `checkpoint_dir` (default: the current one) with `adapter_dir`
-        (default: none). They load in a thread; then new requests start on them while
-        requests in flight finish on the old ones. Returns the new weights' name.
-
-        Raises:
-            UpstreamError: the new weights could not be loaded; the old ones keep serving.
-        """
-        async with self._swap_lock:
-            if self._loading is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.shield(self._loading)
-            weights = (
-                Path(checkpoint_dir) if checkpoint_dir else self._weights[0],
-                Path(adapter_dir) if adapter_dir else None,
-                version,
-            )
-            try:
-                loaded = await asyncio.to_thread(self._load, *weights)
-            except Exception as error:
-                name = version or weights_label(*weights[:2])
-                raise UpstreamError(503, f"could not load {name}: {error}") from error
-            self._weights, self._loaded = weights, loaded
-            return loaded.version
 
     async def complete(
         self, body: dict, *, model: str | None, timeout: float, sent: asyncio.Event | None = None

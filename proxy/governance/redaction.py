@@ -367,10 +367,6 @@ class Redactor:
         pieces.append(text[cursor:])
         return RedactionResult("".join(pieces), labels, len(regions))
 
-    def redact_json(self, value: Any) -> Any:
-        """A JSON value with every string (keys too) redacted, as in an event's data."""
-        return _EventScan(self).json(value, "")
-
     def redact_event(self, event: Event) -> Event:
         """A new event with observation, hidden state, action and outcome redacted.
 

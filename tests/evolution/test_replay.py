@@ -13,7 +13,6 @@ from atdp import ChatMessage, DecodingParams, Event, EventKind, Observation, Rep
 from evolution.gates import GateConfig, Verdict, judge_replay
 from evolution.replay import (
     SERVED_TOOLS,
-    LLMJudge,
     RecordedOutcome,
     RecordedTrajectory,
     ReplayedTrajectory,
@@ -24,7 +23,6 @@ from evolution.replay import (
     ToolOutput,
     ToolResult,
     combine,
-    parse_judge_score,
     replay_trajectory,
     replay_window,
     request_body,
@@ -353,37 +351,6 @@ async def test_recorded_outcome_carries_over_only_when_the_replay_reproduced_the
     failed = ScoringContext(recorded_success=False)
     assert await _scores(RecordedOutcome(), events, FactModel(), failed) == 0.0
     assert await _scores(RecordedOutcome(), events, knows, failed) is None
-
-
-@pytest.mark.parametrize(
-    ("reply", "expected"),
-    [
-        ("Score: 7/10", 0.7),
-        ("I would rate it 8.5 out of 10.", 0.85),
-        ("**Score**: 3", 0.3),
-        ("10", 1.0),
-        ("Score: 12/10", None),
-        ("garbage", None),
-        ("", None),
-    ],
-)
-def test_judge_scores_are_parsed_robustly(reply, expected):
-    score = parse_judge_score(reply)
-    assert score is None if expected is None else score == pytest.approx(expected)
-
-
-async def test_llm_judge_sees_the_task_and_the_final_answer():
-    events = await record(FactModel(), ["What is the refund window?"])
-    prompts: list[str] = []
-
-    async def judge(prompt: str) -> str:
-        prompts.append(prompt)
-        return "Score: 9/10" if "30 days" in prompt else "Score: 2/10"
-
-    knows = FactModel(facts={"refund window": "30 days"})
-    assert await _scores(LLMJudge(judge), events, knows) == pytest.approx(0.9)
-    assert await _scores(LLMJudge(judge), events, FactModel()) == pytest.approx(0.2)
-    assert "What is the refund window?" in prompts[0]
 
 
 def test_combine_is_the_mean_of_the_opinions_given():

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evolution.stats import bootstrap_mean_delta, mann_whitney, mean_interval, wilson_interval
+from evolution.stats import mann_whitney, mean_interval, wilson_interval
 
 confidences = st.floats(min_value=0.5, max_value=0.999)
 values = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)
@@ -93,42 +93,3 @@ def test_mann_whitney_all_equal_is_no_evidence_without_warnings() -> None:
         assert mann_whitney([1.0] * 40, [1.0] * 25) == (500.0, 1.0, 0.5)
     with pytest.raises(ValueError, match="at least one"):
         mann_whitney([], [1.0])
-
-
-@given(
-    st.lists(values, min_size=1, max_size=30),
-    st.lists(values, min_size=1, max_size=30),
-    st.integers(min_value=0, max_value=2**32),
-)
-def test_bootstrap_is_deterministic_per_seed(
-    baseline: list[float], candidate: list[float], seed: int
-) -> None:
-    first = bootstrap_mean_delta(baseline, candidate, 0.9, resamples=200, seed=seed)
-    assert first == bootstrap_mean_delta(baseline, candidate, 0.9, resamples=200, seed=seed)
-    delta, low, high = first
-    assert delta == pytest.approx(
-        math.fsum(candidate) / len(candidate) - math.fsum(baseline) / len(baseline), abs=1e-6
-    )
-    assert low <= high
-
-
-def test_bootstrap_interval_brackets_a_known_shift() -> None:
-    baseline = [0.1 * (i % 10) for i in range(200)]
-    candidate = [value + 0.2 for value in baseline]
-    delta, low, high = bootstrap_mean_delta(baseline, candidate, 0.95, resamples=2000, seed=7)
-    assert delta == pytest.approx(0.2)
-    assert 0.1 < low < 0.2 < high < 0.3
-    other_seed = bootstrap_mean_delta(baseline, candidate, 0.95, resamples=2000, seed=8)
-    assert other_seed[0] == delta and other_seed[1:] != (low, high)
-
-
-def test_bootstrap_in_memory_bounded_blocks_gives_the_same_kind_of_interval(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import evolution.stats
-
-    monkeypatch.setattr(evolution.stats, "_BOOTSTRAP_BLOCK_VALUES", 1000)  # 2 resamples a block
-    baseline = [0.1 * (i % 10) for i in range(200)]
-    candidate = [value + 0.2 for value in baseline]
-    delta, low, high = bootstrap_mean_delta(baseline, candidate, 0.95, resamples=501, seed=7)
-    assert 0.1 < low < delta < high < 0.3

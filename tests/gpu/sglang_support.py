@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from proxy.engines.sglang import SGLangEngine
-from proxy.engines.sglang_admin import SGLangServer, launch_sglang
+from tests.support.sglang_server import SGLangServer, launch_sglang
 
 __all__ = ["LORA_ARGS", "MISSING", "TINY_ARGS", "greedy", "serve_tiny", "token_ids"]
 

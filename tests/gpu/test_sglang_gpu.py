@@ -13,9 +13,10 @@ import pytest
 
 from proxy.capture.events import _message_action
 from proxy.engines.sglang import SGLangEngine
-from proxy.engines.sglang_admin import SGLangAdmin, SGLangServer, WeightSyncError
+from proxy.engines.sglang_admin import SGLangAdmin, WeightSyncError
 from proxy.streaming import assemble_chunks
 from tests.gpu.sglang_support import MISSING, greedy, serve_tiny, token_ids
+from tests.support.sglang_server import SGLangServer
 
 pytestmark = [
     pytest.mark.gpu,

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from proxy.engines.sglang import SGLangEngine
-from proxy.engines.sglang_admin import SGLangAdmin, SGLangServer
+from proxy.engines.sglang_admin import SGLangAdmin
 from tests.gpu.sglang_support import LORA_ARGS, MISSING, greedy, serve_tiny, token_ids
+from tests.support.sglang_server import SGLangServer
 
 pytestmark = [
     pytest.mark.gpu,

@@ -1,4 +1,5 @@
-"""SGLangEngine and SGLangAdmin against a loopback stand-in for SGLang (tests/gpu: the real one)."""
+"""SGLangEngine and SGLangAdmin against a loopback stand-in for SGLang (tests/gpu: the real one),
+and the launcher the GPU tests start the real one with, against a fake `sglang` package."""
 
 from __future__ import annotations
 
@@ -16,11 +17,11 @@ from proxy.engines.sglang import SGLangEngine, server_url
 from proxy.engines.sglang_admin import (
     SGLangAdmin,
     WeightSyncError,
-    launch_sglang,
     versioned_adapter_name,
 )
 from proxy.process_group import group_members
 from proxy.streaming import assemble_chunks
+from tests.support.sglang_server import launch_sglang
 from tests.support.sglang_standin import STOP_TOKEN, SGLangStandIn
 
 
@@ -317,7 +318,7 @@ async def test_an_unreachable_server_is_unhealthy_and_says_so() -> None:
     assert caught.value.status is None
 
 
-# --- launching a server ---------------------------------------------------------------------
+# --- the launcher the GPU tests start SGLang with (tests/support/sglang_server.py) ----------
 
 # Stands in for `python -m sglang.launch_server`: unhealthy (503) for a moment, then healthy,
 # with a child process as SGLang's scheduler would be; a missing model path ends it at once.

@@ -5,49 +5,31 @@ training export: eligible events of real user traffic, never shadow or evaluatio
 never `debug_only` or `audit_only` data), or prompts made from it:
 
 - `preferences`: DPO pairs, (the user's correction or the rewarded retry) over (the answer
-  it corrected), and best over worst within a sampled group;
-- `teacher`: SFT targets, a failed step replayed with a teacher (an OpenAI-compatible model
-  or the agent's own best version), kept where the verifier accepts the answer;
-- `rejection`: rejection sampling, the best of N samples of the current weights under the
-  verifiable reward;
+  it corrected);
+- `teacher`: SFT targets, a failed step replayed with a teacher (an OpenAI-compatible
+  model), kept where the verifier accepts the answer;
 - `distillation`: on-policy distillation, the student's own samples with each token's
   advantage the teacher's logprob minus the student's (a teacher sharing its tokenizer);
 - `judge`: a relative judge, a model scoring a group of answers side by side where explicit
-  rewards are sparse, with its agreement with explicit rewards, never replacing one;
-- `process`: per-turn rewards read off each turn's next state (tool results, the user's
-  next turn), with a hint where the next state says what should have been done.
+  rewards are sparse, with its agreement with explicit rewards, never replacing one.
 """
 
 from evolution.rl.data.distillation import distillation_groups
 from evolution.rl.data.judge import RelativeJudge, agreement, with_explicit
-from evolution.rl.data.preferences import PreferencePair, correction_pairs, group_pairs
-from evolution.rl.data.process import (
-    TurnReward,
-    process_advantages,
-    trajectory_advantages,
-    turn_rewards,
-)
-from evolution.rl.data.rejection import rejection_samples
-from evolution.rl.data.teacher import OpenAITeacher, PolicyTeacher, Teacher, teacher_targets
+from evolution.rl.data.preferences import PreferencePair, correction_pairs
+from evolution.rl.data.teacher import OpenAITeacher, Teacher, teacher_targets
 from evolution.rl.data.text import call_text, completion_text
 
 __all__ = [
     "OpenAITeacher",
-    "PolicyTeacher",
     "PreferencePair",
     "RelativeJudge",
     "Teacher",
-    "TurnReward",
     "agreement",
     "call_text",
     "completion_text",
     "correction_pairs",
     "distillation_groups",
-    "group_pairs",
-    "process_advantages",
-    "rejection_samples",
     "teacher_targets",
-    "trajectory_advantages",
-    "turn_rewards",
     "with_explicit",
 ]

@@ -13,7 +13,7 @@ their rewards differ.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ from evolution.rl.samples import (
     rewarded_call,
 )
 
-__all__ = ["PreferencePair", "correction_pairs", "group_pairs"]
+__all__ = ["PreferencePair", "correction_pairs"]
 
 
 @dataclass(frozen=True)
@@ -63,17 +63,6 @@ def correction_pairs(records: Iterable[dict[str, Any]]) -> list[PreferencePair]:
                 )
             )
     return pairs
-
-
-def group_pairs(
-    prompt: RecordedPrompt, texts: Sequence[str], rewards: Sequence[float]
-) -> list[PreferencePair]:
-    """Best over worst within one group of sampled completions (none when all tie)."""
-    if not texts or max(rewards) <= min(rewards):
-        return []
-    best = max(range(len(texts)), key=lambda i: rewards[i])
-    worst = min(range(len(texts)), key=lambda i: rewards[i])
-    return [PreferencePair(prompt, texts[best], texts[worst], source="group")]
 
 
 def _judged_wrong(step: dict[str, Any]) -> bool:

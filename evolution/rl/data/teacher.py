@@ -3,8 +3,7 @@
 A step failed when its own effective reward is below success. Its recorded request (the
 messages and tools the model saw) is sent to a teacher, which answers `n` times; the first
 answer the verifier accepts becomes a demonstration. A teacher is any OpenAI-compatible
-chat endpoint (`OpenAITeacher`) or local weights, such as the agent's own best version
-(`PolicyTeacher`).
+chat endpoint (`OpenAITeacher`).
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from evolution.rl.rewards import RewardFunction
 from evolution.rl.samples import SUCCESS, RecordedPrompt
 from evolution.rl.sft import Demonstration
 
-__all__ = ["OpenAITeacher", "PolicyTeacher", "Teacher", "teacher_targets"]
+__all__ = ["OpenAITeacher", "Teacher", "teacher_targets"]
 
 
 class Teacher(Protocol):
@@ -94,29 +93,3 @@ def _text(message: dict[str, Any]) -> str:
         for c in message.get("tool_calls") or []
     ]
     return completion_text({"content": message.get("content"), "tool_calls": calls})
-
-
-class PolicyTeacher:
-    """Local weights as teacher (the agent's own best version, say), sampled as served."""
-
-    def __init__(
-        self, policy: Any, *, max_new_tokens: int = 96, temperature: float = 1.0, seed: int = 0
-    ) -> None:
-        import torch
-
-        self.policy, self.max_new_tokens, self.temperature = policy, max_new_tokens, temperature
-        self.generator = torch.Generator(device=policy.device).manual_seed(seed)
-
-    def __call__(self, prompt: RecordedPrompt, n: int) -> list[str]:
-        from evolution.rl.groups import sample_prompts
-
-        _, (samples,) = sample_prompts(
-            self.policy,
-            [prompt],
-            n,
-            max_new_tokens=self.max_new_tokens,
-            temperature=self.temperature,
-            generator=self.generator,
-            guide_tool_names=True,
-        )
-        return [sample.text for sample in samples]

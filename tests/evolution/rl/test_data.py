@@ -27,10 +27,7 @@ from evolution.rl.data import (
     OpenAITeacher,
     call_text,
     correction_pairs,
-    group_pairs,
-    process_advantages,
     teacher_targets,
-    turn_rewards,
 )
 from evolution.rl.rewards import ToolCallReward
 from evolution.rl.samples import RecordedPrompt, recorded_prompts, training_records
@@ -188,34 +185,6 @@ def test_a_step_rewarded_later_with_the_same_call_makes_no_pair(recorded) -> Non
     assert correction_pairs(data) == []
 
 
-def test_group_pairs_are_best_over_worst_and_none_when_all_tie() -> None:
-    prompt = RecordedPrompt(event_id="e", tenant="acme", messages=[])
-    (pair,) = group_pairs(prompt, ["a", "b", "c"], [0.1, 1.0, 0.0])
-    assert (pair.chosen, pair.rejected, pair.source) == ("b", "c", "group")
-    assert group_pairs(prompt, ["a", "b"], [1.0, 1.0]) == []
-
-
-def test_process_rewards_read_each_turn_off_its_next_state(recorded) -> None:
-    data = records(recorded)
-    turns = {t.event_id: t for t in turn_rewards(data)}
-    wrong_steps = [r["steps"][0]["event_id"] for r in data]
-    right_steps = [r["steps"][-1]["event_id"] for r in data]
-    assert set(turns) == set(wrong_steps) | set(right_steps)  # the user copies' calls only
-    for event_id in wrong_steps:  # the tool failed (-1) and it was rated 0 (-1)
-        assert turns[event_id].value == -1.0 and turns[event_id].signals == 2
-        assert "order A1 is closed" in turns[event_id].hint
-    # Where the user's next turn corrected the answer, its words are the hint.
-    corrected = [t for t in turns.values() if t.hint and CORRECTION in t.hint]
-    assert len(corrected) == 1
-    for event_id in right_steps:
-        assert turns[event_id].value == 1.0 and turns[event_id].hint is None
-    advantages = process_advantages(list(turns.values()))
-    assert sum(advantages.values()) == pytest.approx(0.0)
-    assert all(
-        advantages[e] < 0 < advantages[r] for e, r in zip(wrong_steps, right_steps, strict=True)
-    )
-
-
 def test_teacher_targets_replay_failed_steps_and_keep_what_the_verifier_accepts(
     recorded,
 ) -> None:
@@ -243,22 +212,3 @@ def test_a_teacher_that_refuses_says_where_and_what_to_check() -> None:
         teacher = OpenAITeacher(upstream.base_url, "scripted-model", api_key="wrong")
         with pytest.raises(RuntimeError, match="answered 401.*base URL, model and key"):
             teacher(prompt, 1)
-
-
-def test_a_trajectorys_reward_is_each_of_its_turns_advantage_within_its_task_type(
-    recorded,
-) -> None:
-    from evolution.rl.data import trajectory_advantages
-
-    data = records(recorded)
-    for record, (value, task) in zip(data, [(1.0, "cancel"), (0.0, "cancel")], strict=True):
-        record["reward"], record["task_type"] = value, task
-    extra = {**data[0], "reward": 0.3, "task_type": "refund", "steps": [{"event_id": "x"}]}
-    unrated = {**data[0], "reward": None, "steps": [{"event_id": "y"}]}
-    advantages = trajectory_advantages([*data, extra, unrated])
-    for step in data[0]["steps"]:
-        assert advantages[step["event_id"]] == pytest.approx(0.5)
-    for step in data[1]["steps"]:
-        assert advantages[step["event_id"]] == pytest.approx(-0.5)
-    assert advantages["x"] == 0.0  # alone in its task type: nothing to compare with
-    assert "y" not in advantages
