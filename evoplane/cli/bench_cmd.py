@@ -165,14 +165,14 @@ def _bench_settings():
 
 
 def _play(endpoints, chosen, settings, seed: int):
-    from evoplane.scenarios.report import table
+    from evoplane.scenarios.report import block
     from evoplane.scenarios.runner import run_scenarios
 
     env = {
         "EVOPLANE_DATA_DIR": str(settings.data_dir),
         "EVOPLANE_DATABASE_URL": settings.registry_url,
     }
-    with PhaseProgress(console, lambda row: table([row], row.name)) as reporter:
+    with PhaseProgress(console, block) as reporter:
         return run_scenarios(
             endpoints,
             chosen,

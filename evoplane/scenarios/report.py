@@ -1,17 +1,21 @@
-"""The scenario suite's result table: in the terminal, and as Markdown for RESULTS.md."""
+"""The scenario suite's results: a block per scenario as it ends and a summary, both
+within 80 columns (in a terminal and in a log), and the full table as Markdown for
+RESULTS.md."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from rich.console import Group
+from rich.console import Group, RenderableType
+from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
 from evoplane.scenarios.runner import ScenarioResult
 
-__all__ = ["markdown", "table"]
+__all__ = ["block", "markdown", "table"]
 
+_LABEL = 9  # the width of a block's labels
 _COLUMNS = ("scenario", "world", "expected", "chosen", "gates", "outcome", "success", "time", "")
 
 
@@ -44,11 +48,52 @@ def _success(before: float | None, after: float | None) -> str:
     return f"{shown(before)} -> {shown(after)}" if after is not None else shown(before)
 
 
-def table(results: Sequence[ScenarioResult], title: str) -> Group:
-    """The result table, one row per evolution, then why each failed scenario failed."""
-    shown = Table(*_COLUMNS, title=title, show_lines=False)
-    for row in _rows(results):
-        shown.add_row(*row, style="red" if row[-1] == "FAIL" else None)
+def block(result: ScenarioResult) -> RenderableType:
+    """One scenario as it ends: a rule with its name, then a labelled line each for its
+    world, every evolution (expected and chosen, gates, outcome, success) and its result.
+    Words wrap whole, so it reads at 80 columns and in a log."""
+    body = Table.grid(padding=(0, 1))
+    body.add_column(width=_LABEL, no_wrap=True, style="dim")
+    body.add_column(ratio=1, overflow="fold")
+    body.add_row("world", result.domain)
+    for record in result.evolutions:
+        mark = "✓" if record.action in record.expected else "✗"
+        body.add_row(
+            "evolution",
+            f"expected {'/'.join(record.expected)}, chose {record.action or '-'} {mark}; "
+            f"{record.outcome or '-'}; success {_success(record.before, record.after)}",
+        )
+        if record.gates:
+            body.add_row("gates", " ".join(record.gates))
+    body.add_row("took", f"{result.seconds:.0f} s")
+    verdict = "pass" if result.passed else f"FAIL: {result.why}"
+    body.add_row("result", Text(verdict, style=None if result.passed else "red"))
+    return Group(Rule(f"[bold]{result.name}[/bold]", align="left", style="dim"), body)
+
+
+def table(results: Sequence[ScenarioResult], title: str) -> RenderableType:
+    """The suite's summary, one line per evolution within 80 columns (the gates are in each
+    scenario's block and the Markdown), then why each failed scenario failed."""
+    shown = Table(title=title, title_justify="left", box=None, padding=(0, 1), expand=False)
+    for name in ("scenario", "chosen", "outcome", "success", "time", ""):
+        shown.add_column(name, no_wrap=name != "outcome", overflow="fold")
+    for result in results:
+        mark = "pass" if result.passed else "FAIL"
+        for index, record in enumerate(result.evolutions or [None]):
+            first = index == 0
+            chosen = "-"
+            if record is not None:
+                tick = "✓" if record.action in record.expected else "✗"
+                chosen = f"{record.action or '-'} {tick}"
+            shown.add_row(
+                result.name if first else "",
+                chosen,
+                (record.outcome or "-") if record else "-",
+                _success(record.before, record.after) if record else "",
+                f"{result.seconds:.0f}s" if first else "",
+                mark if first else "",
+                style="red" if not result.passed else None,
+            )
     failed = [Text(f"{r.name}: {r.why}", style="red") for r in results if not r.passed]
     return Group(shown, *failed)
 
