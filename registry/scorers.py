@@ -18,7 +18,7 @@ from sqlmodel import Session, select
 
 from atdp import utcnow
 from registry.tables import ScorerResultRow, TrajectoryRow
-from registry.windows import TrajectoryWindow, WindowTrajectory, _select
+from registry.windows import TrajectoryWindow, WindowTrajectory, _select_window_trajectories
 
 __all__ = [
     "ScorerResult",
@@ -71,16 +71,7 @@ def unscored_trajectories(
         ScorerResultRow.trajectory_id == TrajectoryRow.id,
         sa.or_(ScorerResultRow.status != "failed", ScorerResultRow.attempts >= max_attempts),
     )
-    statement = _select(
-        window,
-        TrajectoryRow.id,
-        TrajectoryRow.tenant,
-        TrajectoryRow.session,
-        TrajectoryRow.task_type,
-        TrajectoryRow.version_id,
-        TrajectoryRow.started_at,
-        TrajectoryRow.outcome_status,
-    ).where(~done.exists())
+    statement = _select_window_trajectories(window).where(~done.exists())
     if task_types is not None:
         statement = statement.where(TrajectoryRow.task_type.in_(list(task_types)))
     if window.last is None:

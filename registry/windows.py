@@ -207,6 +207,20 @@ def _traffic(window: TrajectoryWindow) -> sa.ColumnElement[bool]:
     return select(EventRow.id).where(*own, EventRow.traffic == window.traffic.value).exists()
 
 
+def _select_window_trajectories(window: TrajectoryWindow) -> sa.Select:
+    """The window's trajectories as `WindowTrajectory` rows (its fields, in order)."""
+    return _select(
+        window,
+        TrajectoryRow.id,
+        TrajectoryRow.tenant,
+        TrajectoryRow.session,
+        TrajectoryRow.task_type,
+        TrajectoryRow.version_id,
+        TrajectoryRow.started_at,
+        TrajectoryRow.outcome_status,
+    )
+
+
 def _select(window: TrajectoryWindow, *columns: Any) -> sa.Select:
     where = (TrajectoryRow.agent == window.agent, _traffic(window))
     statement = select(*columns).where(*where)
@@ -250,16 +264,7 @@ def _window_events(window: TrajectoryWindow, kind: EventKind, *columns: Any) -> 
 
 def window_trajectories(session: Session, window: TrajectoryWindow) -> list[WindowTrajectory]:
     """The window's trajectories, newest first."""
-    statement = _select(
-        window,
-        TrajectoryRow.id,
-        TrajectoryRow.tenant,
-        TrajectoryRow.session,
-        TrajectoryRow.task_type,
-        TrajectoryRow.version_id,
-        TrajectoryRow.started_at,
-        TrajectoryRow.outcome_status,
-    )
+    statement = _select_window_trajectories(window)
     if window.last is None:
         statement = statement.order_by(TrajectoryRow.started_at.desc(), TrajectoryRow.id.desc())
     return [WindowTrajectory(**row._mapping) for row in session.execute(statement)]
