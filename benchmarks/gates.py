@@ -11,7 +11,7 @@ the workflow does:
          -> 50% advance at their first look with `min_samples` a side and no harm; the
          last step looks until answered, harmed, or the 12-hour budget (24 looks) is spent,
          and an open question then asks a person (counted here as not promoted); a tenant
-         that may be hurt holds a pass (`live.holds`);
+         not yet shown within `tenant_tolerance` (0.10) holds a pass (`live.holds`);
     old  the canary before it (4dd53fe): a step advanced only on a pass, each step looked
          at most three times (`max_extensions` 2), and a step still open rolled back; no
          tenant held a pass.
@@ -170,11 +170,10 @@ def judge(sides: _Sides, question: Question, *, hold: bool) -> tuple[np.ndarray,
                 at = judged[:, k] & (counts == count)
                 level = bonferroni(config.confidence, int(count))
                 tenant_precision = mixture_precision(config.resolution, level, config.power)
-                high = one.delta + mixture_half_width(one.information, tenant_precision, level)
-                bad |= at & fails(Question.NO_HARM, high, config.tolerance)
+                half = mixture_half_width(one.information, tenant_precision, level)
+                bad |= at & fails(Question.NO_HARM, one.delta + half, config.tolerance)
                 if hold:
-                    error = one.information**-0.5
-                    held |= at & holds(question, one.delta, error, config.tolerance)
+                    held |= at & holds(one.delta - half, config.tenant_tolerance)
     verdict = np.where(bad, "fail", np.where(good & ~held, "pass", "marginal"))
     return verdict.astype(object), checked
 
@@ -294,7 +293,7 @@ def _acceptance(results: dict, runs: int) -> list[str]:
 
     NEUTRAL = "0 (a person's cost cut)"  # noqa: N806
     uniform = [r for r in ROWS if r.harmful and len(set(r.effects)) == 1]
-    tenant_rows = [r for r in ROWS if r.label.startswith("one tenant -0.20")]
+    tenant_rows = [r for r in ROWS if len(set(r.effects)) > 1 and min(r.effects) <= -0.10]
     worst = max(results[(r, t, "new")].promoted for r in uniform for t in PER_LOOK)
     worst_tenant = max(results[(r, t, "new")].promoted for r in tenant_rows for t in PER_LOOK)
     minus20 = {
@@ -316,8 +315,8 @@ def _acceptance(results: dict, runs: int) -> list[str]:
         f"- -0.05, superiority: {new('-0.05', SUP).promoted:.1%} promoted (<= 5%)",
         f"- every change worse than its question allows, for every tenant alike, at T = 200 "
         f"and 600: at most {worst:.2%} promoted",
-        f"- one tenant of three at -0.20, the others +0.10, either question, T = 200 and 600: "
-        f"at most {worst_tenant:.2%} promoted",
+        f"- a tenant harmed (-0.10 or -0.20) while the others gain or hold, either question, "
+        f"T = 200 and 600: at most {worst_tenant:.2%} promoted",
         "- -0.20 stopped by harm, non-inferiority / superiority: old "
         + " / ".join(f"{minus20[(q, 'old')].stopped:.0%}" for q in (NI, SUP))
         + " (median look "

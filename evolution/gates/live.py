@@ -50,7 +50,7 @@ class _Subject:
     tenant: str | None
     higher_is_better: bool
     critical: bool
-    hold: Question | None = None  # a tenant's, on the primary metric: the question it may hold
+    hold: bool = False  # a tenant's judgement of the primary metric: it may hold a pass
 
     def __str__(self) -> str:
         kind = "critical metric" if self.critical else "metric"
@@ -83,9 +83,10 @@ def judge(
     interval shows the candidate worse by more than `tolerance`, and are marginal when the
     observed drop is beyond it but the interval is not yet sure. Too few samples are
     marginal. A tenant's judgements fail the gate on confident harm to that tenant, and a
-    judged tenant that may be hurt on the primary metric holds a pass (marginal; `holds`
-    says when, by the question). Per-tenant intervals are Bonferroni-corrected over the
-    tenants judged, so many tenants do not fail a good candidate by chance.
+    judged tenant whose primary metric may have dropped by more than
+    `config.tenant_tolerance` holds a pass (marginal; `holds`). Per-tenant intervals are
+    Bonferroni-corrected over the tenants judged, so many tenants do not fail a good
+    candidate by chance.
     """
     names = [metric.name for metric in metrics]
     if len(set(names)) != len(names):
@@ -94,7 +95,7 @@ def judge(
     aggregate = [
         _judge_aggregate(metric, config, _asked(metric, config, asked)) for metric in metrics
     ]
-    tenants = [j for metric in metrics for j in _judge_tenants(metric, config, asked)]
+    tenants = [j for metric in metrics for j in _judge_tenants(metric, config)]
     primary = next((j for j in aggregate if j.question is not Question.NO_HARM), None)
 
     def passed() -> str:
@@ -113,14 +114,35 @@ def judge(
     result = gate_result(gate, aggregate, tenants, passed, holds, step=step, weight=weight)
     if primary is None:
         return result
+    sessions = min(primary.n_baseline, primary.n_candidate)
     return result.model_copy(
         update={
             "question": primary.question,
             "sessions_needed": primary.sessions_needed,
-            "sessions_to_answer": primary.sessions_to_answer,
-            "sessions": min(primary.n_baseline, primary.n_candidate),
+            "sessions_to_answer": _to_answer_all(primary, holds, sessions),
+            "sessions": sessions,
         }
     )
+
+
+def _to_answer_all(
+    primary: MetricJudgement, held: Sequence[MetricJudgement], sessions: int
+) -> int | None:
+    """Sessions a side that would answer the question and show every held tenant within
+    the tenant tolerance, if each is what it looks like so far: a tenant's own need grows
+    by the share of the sessions it brings. None where more would not answer one of them."""
+    if primary.verdict is Verdict.PASS:
+        needs = [sessions]
+    elif primary.sessions_to_answer is None:
+        return None
+    else:
+        needs = [primary.sessions_to_answer]
+    for tenant in held:
+        brought = min(tenant.n_baseline, tenant.n_candidate)
+        if tenant.sessions_to_answer is None or not brought:
+            return None
+        needs.append(math.ceil(tenant.sessions_to_answer * sessions / brought))
+    return max(needs)
 
 
 def _asked(metric: MetricSamples, config: GateConfig, question: Question) -> Question:
@@ -144,10 +166,8 @@ def _judge_aggregate(
     return _compare(subject, metric.baseline, metric.candidate, config, question, config.confidence)
 
 
-def _judge_tenants(
-    metric: MetricSamples, config: GateConfig, asked: Question
-) -> list[MetricJudgement]:
-    hold = asked if metric.name == config.primary_metric else None
+def _judge_tenants(metric: MetricSamples, config: GateConfig) -> list[MetricJudgement]:
+    hold = metric.name == config.primary_metric and config.tenant_tolerance is not None
     baseline, candidate = _by_tenant(metric.baseline), _by_tenant(metric.candidate)
     tenants = sorted(baseline.keys() | candidate.keys())
     enough = {
@@ -254,23 +274,25 @@ def _compare(
     gain = delta if subject.higher_is_better else -delta  # in the metric's better direction
     gain_low, gain_high = gain - half, gain + half
     verdict = _verdict(question, gain, gain_low, gain_high, config.tolerance)
-    error = float(found.information) ** -0.5
+    tenant_tolerance = config.tenant_tolerance
     held = (
-        subject.hold is not None
+        subject.hold
+        and tenant_tolerance is not None
         and verdict is not Verdict.FAIL
-        and bool(holds(subject.hold, gain, error, config.tolerance))
+        and bool(holds(gain_low, tenant_tolerance))
     )
     if held:
         verdict = Verdict.MARGINAL
     needed = None if subject.tenant is not None else _planned(found, config, confidence, precision)
-    to_answer = (
-        _to_answer(found, config, confidence, precision, gain - margin(question, config.tolerance))
-        if subject.tenant is None and question is not Question.NO_HARM
-        else None
-    )
+    to_answer = None
+    if subject.tenant is None and question is not Question.NO_HARM:
+        distance = gain - margin(question, config.tolerance)
+        to_answer = _to_answer(found, config, confidence, precision, distance)
+    elif held and tenant_tolerance is not None:
+        to_answer = _to_answer(found, config, confidence, precision, gain + tenant_tolerance)
     base, cand = _values(baseline), _values(candidate)
     _, _, effect = mann_whitney(base, cand)
-    words = _Words(subject, question, config, confidence, len(base), len(cand), needed, error)
+    words = _Words(subject, question, config, confidence, len(base), len(cand), needed, to_answer)
     return MetricJudgement(
         metric=subject.metric,
         tenant=subject.tenant,
@@ -331,18 +353,15 @@ def _to_answer(
     )
 
 
-def holds(question: Question, gain: Any, error: Any, tolerance: Any) -> Any:
-    """Whether a judged tenant holds the pass of a change asked `question`, its gain on the
-    primary metric `gain` with standard error `error`. Arrays work too.
-
-    Asked non-inferiority, while its drop could still be beyond the tolerance (its gain one
-    standard error lower is below -tolerance): a change allowed to be a little worse overall
-    must not buy that with one tenant's loss. Asked superiority, while its drop is beyond
-    the tolerance and its standard error within it, so the drop is likely real: a tenant
-    noisier than the tolerance tells nothing, and holding on it would hold most fixes."""
-    if question is Question.NON_INFERIORITY:
-        return gain - error < -tolerance
-    return (gain < -tolerance) & (error <= tolerance)
+def holds(low: Any, tenant_tolerance: Any) -> Any:
+    """Whether a judged tenant holds a pass: while the low end of its interval of the gain
+    (over every look, Bonferroni-corrected) is at or below -tenant_tolerance, a drop beyond
+    what one tenant may take is not yet ruled out. Whatever the question: a fix that helps
+    most tenants, or a cost cut within the tolerance overall, must not buy that with one
+    tenant's loss, and the rule is the same test a confidence sequence keeps valid however
+    often the canary looks, so a harmed tenant slips through at most 1 - confidence of
+    the time. Arrays work too."""
+    return low <= -tenant_tolerance
 
 
 def margin(question: Question, tolerance: Any) -> Any:
@@ -382,7 +401,7 @@ class _Words:
     n_baseline: int
     n_candidate: int
     needed: int | None
-    error: float
+    to_answer: int | None
 
     def reason(
         self, verdict: Verdict, gain: float, low: float, high: float, held: bool = False
@@ -397,15 +416,11 @@ class _Words:
         if self.question is Question.NO_HARM:
             if verdict is Verdict.PASS:
                 return f"{self.subject} holds ({gain:+.3g}) within tolerance {tolerance:g}"
-            if held and self.subject.hold is Question.NON_INFERIORITY:
-                return (
-                    f"{at}, not yet a standard error ({self.error:.2g}) within tolerance "
-                    f"{tolerance:g}: it may be hurt, which holds the pass ({interval})"
-                )
             if held:
                 return (
-                    f"{at}, beyond tolerance {tolerance:g} with a standard error of "
-                    f"{self.error:.2g}: it is likely hurt, which holds the pass ({interval})"
+                    f"{at}, not yet shown within tenant tolerance "
+                    f"{self.config.tenant_tolerance:g}: a larger drop is not ruled out, which "
+                    f"holds the pass ({interval}){self.tenant_plan()}"
                 )
             so = "and confidently so" if verdict is Verdict.FAIL else "but not confidently so"
             return f"{at}, beyond tolerance {tolerance:g}, {so} ({interval})"
@@ -425,6 +440,15 @@ class _Words:
             )
             return f"{at}: confidently {worse} ({asked}; {interval})"
         return f"{at}, not yet {goal} ({asked}; {interval}){self.plan()}"
+
+    def tenant_plan(self) -> str:
+        if self.to_answer is None:
+            return "; at what it shows so far, more sessions would not rule it out"
+        has = min(self.n_baseline, self.n_candidate)
+        return (
+            f"; ~{self.to_answer} sessions a side of this tenant would rule it out, at what "
+            f"it shows so far; has {has}"
+        )
 
     def plan(self) -> str:
         if self.needed is None:

@@ -77,6 +77,13 @@ class GateConfig(_Value):
         min_effect: the mean improvement the replay gate needs on past failures.
         min_samples: samples needed per side and metric; fewer make the gate marginal.
         min_tenant_samples: a tenant with fewer on either side is reported but not judged.
+        tenant_tolerance: the largest drop on the primary metric one judged tenant may take.
+            A live gate's pass waits until each judged tenant's interval (over every look,
+            Bonferroni-corrected over tenants) is above -tenant_tolerance, so a change that
+            helps most tenants cannot pass on one tenant's loss that its data has not yet
+            ruled out; more sessions then answer it, or a person (`when_inconclusive`).
+            None: a tenant stops a candidate only on confident harm, holding nothing (for
+            traffic too thin to tell any tenant's drop: the demo's dozen sessions a tenant).
         replay_min_cases: replayed past failures, and known successes, each needed by the
             replay gate; fewer make it marginal. Replays are expensive, so this is lower
             than `min_samples`.
@@ -132,6 +139,7 @@ class GateConfig(_Value):
     min_effect: float = Field(default=0.0, ge=0.0)
     min_samples: int = Field(default=30, ge=1)
     min_tenant_samples: int = Field(default=10, ge=1)
+    tenant_tolerance: float | None = Field(default=0.10, gt=0.0)
     replay_min_cases: int = Field(default=10, ge=1)
     replay_cases: int = Field(default=20, ge=1)  # recorded trajectories replayed per kind
     replay_pass_score: float = Field(default=0.5, gt=0.0, le=1.0)
@@ -224,7 +232,8 @@ class MetricJudgement(_Value):
     Live gates also say which `question` they asked, at what `confidence` the interval
     holds (every look at once; per tenant, Bonferroni-corrected), the `sessions_needed` on
     each side to answer it with the configured power, and by how much a covariate cut the
-    variance (`variance_reduction`, 0.3: 30% less).
+    variance (`variance_reduction`, 0.3: 30% less). A `held` tenant's `sessions_to_answer`
+    are its own sessions a side that would show it within `tenant_tolerance`.
     """
 
     metric: str
@@ -245,7 +254,7 @@ class MetricJudgement(_Value):
     confidence: float | None = Field(default=None, gt=0.0, lt=1.0)
     sessions_needed: int | None = Field(default=None, ge=1)
     sessions_to_answer: int | None = Field(default=None, ge=1)
-    held: bool = False  # a tenant that may be hurt: it held the gate's pass (`live.holds`)
+    held: bool = False  # a tenant not yet shown within `tenant_tolerance`: it held the pass
     variance_reduction: float | None = None
     reason: str
 
@@ -285,7 +294,8 @@ class GateResult(_Value):
         sessions_needed, sessions: the sessions a side a live gate planned for its question,
             and the fewer side's count it had.
         sessions_to_answer: the sessions a side that would answer the question if the
-            change is what it looks like so far (None: more would not answer it).
+            change is what it looks like so far, a held tenant's included (None: more
+            would not answer it).
     """
 
     gate: Gate

@@ -70,6 +70,10 @@ FULL = DemoScale(
     gate={
         "min_samples": 10,
         "min_tenant_samples": 5,
+        # A dozen sessions a tenant a side: a tenant's interval spans about +-0.8, so no
+        # drop of one tenant can be ruled out and every pass would wait on it; tenants
+        # stop a candidate on confident harm only (GateConfig.tenant_tolerance).
+        "tenant_tolerance": None,
         "step_weights": [0.5],
         "step_seconds": 10.0,
         "shadow_seconds": 8.0,
@@ -100,6 +104,7 @@ SMALL = DemoScale(
     gate={
         "min_samples": 6,
         "min_tenant_samples": 4,
+        "tenant_tolerance": None,  # as the full demo's (above)
         "step_weights": [0.5],
         "step_seconds": 6.0,
         "shadow_seconds": 5.0,

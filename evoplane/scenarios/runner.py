@@ -55,6 +55,9 @@ class SuiteScale:
         default_factory=lambda: {
             "min_samples": 10,
             "min_tenant_samples": 5,
+            # A few sessions a tenant a side tell no tenant's drop: tenants stop a
+            # candidate on confident harm only (GateConfig.tenant_tolerance).
+            "tenant_tolerance": None,
             "step_weights": [0.5],
             "step_seconds": 8.0,
             "shadow_seconds": 4.0,

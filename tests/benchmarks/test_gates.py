@@ -49,3 +49,24 @@ def test_at_400_sessions_an_hour_the_default_budget_answers_a_fix_and_a_neutral_
         assert harmful.promoted * RUNS <= most_by_chance(RUNS, 0.05)
     old = simulate(Row("+0.10", (0.10,) * 3, SUP), 200, "old", RUNS, seed=1)
     assert old.promoted < 0.5  # the canary before the ramp threw most such fixes away
+
+
+@settings(max_examples=6, deadline=None, derandomize=True)
+@given(
+    per_look=st.sampled_from([60, 200, 600]),
+    question=st.sampled_from([SUP, NI]),
+    others=st.sampled_from([0.0, 0.10, 0.20]),
+    harmed=st.integers(min_value=0, max_value=2),
+    seed=st.integers(min_value=0, max_value=2**16),
+)
+def test_a_tenant_harmed_by_its_tolerance_is_promoted_at_most_one_minus_confidence(
+    per_look: int, question, others: float, harmed: int, seed: int
+) -> None:
+    """One tenant loses exactly `tenant_tolerance` while the other two gain enough to carry
+    the question overall: the tenant's hold keeps it from promotion but by chance."""
+    effects = [others] * 3
+    effects[harmed] = -CONFIG.tenant_tolerance
+    promoted = simulate(
+        Row("one tenant harmed", tuple(effects), question), per_look, "new", RUNS, seed
+    )
+    assert promoted.promoted * RUNS <= most_by_chance(RUNS, 1 - CONFIG.confidence)

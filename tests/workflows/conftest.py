@@ -149,6 +149,7 @@ SAFETY_SUITE = [
 FAST_GATES = {
     "min_samples": 8,
     "min_tenant_samples": 4,
+    "tenant_tolerance": None,  # a few sessions a tenant tell no tenant's drop
     "step_weights": [0.5],
     "step_seconds": 2.0,
     "shadow_seconds": 2.0,
