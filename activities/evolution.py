@@ -42,7 +42,7 @@ from activities.models import (
     RollbackResult,
     StageRecord,
 )
-from activities.replay import ReplayGate
+from activities.replay_gate import ReplayGate
 from activities.review import keep_fixed_failures
 from atdp import utcnow
 from evolution.analysis import measure_window, read_window

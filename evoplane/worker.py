@@ -21,7 +21,7 @@ from temporalio.service import TLSConfig
 from temporalio.worker import Worker
 
 from activities.evolution import EvolutionActivities
-from activities.replay import ReplayGate
+from activities.replay_gate import ReplayGate
 from activities.review import ReviewActivities
 from activities.scorers import ScorerActivities
 from activities.training import TrainingActivities

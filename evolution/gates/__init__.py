@@ -17,7 +17,7 @@ boundaries and are stored as JSON with the evolution they decided.
     plan.py      a canary's plan before it starts: sessions and hours at today's traffic
     sequential.py  confidence sequences valid at every look, and the sessions they need
     estimate.py  the difference of means, with CUPED where a covariate is known
-    replay.py    the replay gate's judge (`judge_replay`)
+    replay_judge.py  the replay gate's judge of paired replays (`judge_replay`)
     verdict.py   how judgements become a gate's verdict
 """
 
@@ -34,7 +34,7 @@ from evolution.gates.records import (
     Sample,
     Verdict,
 )
-from evolution.gates.replay import judge_replay
+from evolution.gates.replay_judge import judge_replay
 
 __all__ = [
     "Finding",

@@ -9,7 +9,7 @@ from atdp import ToolOverride, VersionSpec
 from evolution.operators import Candidate
 from evolution.tool_schema.calls import RecordedCall
 from evolution.tool_schema.edits import Edit, OfferedTool, Target, appended
-from evolution.tool_schema.replay import Replay
+from evolution.tool_schema.validation import CallValidation
 
 __all__ = ["schema_candidate"]
 
@@ -21,7 +21,7 @@ def schema_candidate(
     edit: Edit,
     successes: list[RecordedCall],
     failures: list[RecordedCall],
-    before: Replay,
+    before: CallValidation,
 ) -> Candidate:
     """`parent` with `edit` written into the target tool's override, described."""
     spec = _with_override(parent, target.tool, _edited_override(tool, edit))

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from atdp import ToolOverride
 from evolution.tool_schema.calls import RecordedCall
-from evolution.tool_schema.replay import Replay
+from evolution.tool_schema.validation import CallValidation
 
 __all__ = [
     "Edit",
@@ -73,7 +73,7 @@ class Edit:
         model_name: the parameter's name as the model now sees it.
         renamed: the new model-facing name, when the edit renames the parameter.
         sentence: the rule in words, for the tool's description.
-        after: the candidate's replay of the recorded calls.
+        after: the candidate's validation of the recorded calls.
         learned_from: where the rule came from, in words ("12 error messages").
         replay: the replay numbers in words.
         changes: what changed, in words, besides the rule and the replay.
@@ -86,7 +86,7 @@ class Edit:
     model_name: str
     renamed: str | None
     sentence: str | None
-    after: Replay
+    after: CallValidation
     learned_from: str
     replay: str
     changes: list[str] = field(default_factory=list)

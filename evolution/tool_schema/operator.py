@@ -9,10 +9,10 @@ successful calls (`evolution.tool_schema.successes`). Either way
 the rule (an enum, a pattern, a format, a type) goes into the model-facing schema with
 examples and a description that states it; a parameter may be renamed for the model.
 
-Each edit is proven by tool-call replay (`evolution.tool_schema.replay`): the window's
-recorded calls are validated (JSON Schema 2020-12) against the schema the model was
-offered and against the candidate. The gateway applies the result (`proxy.overlays`);
-this module never imports it.
+Each edit is proven on the window's recorded calls (`evolution.tool_schema.validation`,
+the "replay" of its evidence): they are validated (JSON Schema 2020-12) against the schema
+the model was offered and against the candidate. The gateway applies the result
+(`proxy.overlays`); this module never imports it.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from evolution.tool_schema.candidate import schema_candidate
 from evolution.tool_schema.config import ToolSchemaConfig
 from evolution.tool_schema.edits import OfferedTool, Target
 from evolution.tool_schema.refusals import edit_from_refusals
-from evolution.tool_schema.replay import replay_calls
 from evolution.tool_schema.successes import edit_from_successes
+from evolution.tool_schema.validation import validate_calls
 from evolution.window import FailureKind, WindowSpec, trajectory_window
 from registry import AgentVersion, Session
 
@@ -64,7 +64,7 @@ def propose_tool_schema(
     target = _target(decision)
     successes, failures = split_calls(recorded.calls, target.parameter, target.error_class)
     tool = _offered_tool(recorded.offered, parent, target)
-    before = replay_calls(
+    before = validate_calls(
         tool.offered_schema, dict(tool.override.argument_map), successes, failures
     )
     given = [c for c in successes if target.parameter in (c.arguments or {})]

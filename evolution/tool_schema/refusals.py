@@ -33,29 +33,30 @@ from evolution.tool_schema.edits import (
     with_rule,
 )
 from evolution.tool_schema.errors import read_description, read_refusal
-from evolution.tool_schema.replay import (
-    RefusalReplay,
-    RefusalSimulator,
-    Replay,
-    replay_calls,
-    validator,
-)
 from evolution.tool_schema.rules import claims, example_of, stated_rules
 from evolution.tool_schema.statement import Names, Statement, merged
 from evolution.tool_schema.successes import with_clearer_name
+from evolution.tool_schema.validation import (
+    CallValidation,
+    RefusalJudgement,
+    RefusalSimulator,
+    validate_calls,
+    validator,
+)
 
 __all__ = ["edit_from_refusals"]
 
 
 @dataclass(frozen=True)
 class _Trial:
-    """One rule tried: the candidate schema it gives and how replay judged it."""
+    """One rule tried: the candidate schema it gives, its validation of the recorded calls and
+    how it does against what the refusals say."""
 
     rule: dict
     examples: list[object]
     schema: dict
-    after: Replay
-    judged: RefusalReplay
+    after: CallValidation
+    judged: RefusalJudgement
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def edit_from_refusals(
     target: Target,
     successes: list[RecordedCall],
     failures: list[RecordedCall],
-    before: Replay,
+    before: CallValidation,
     config: ToolSchemaConfig,
 ) -> Edit:
     """The strictest rule the refusals (or the description) state that the refusal
@@ -98,7 +99,7 @@ def edit_from_refusals(
     for rule in rules:
         examples = _examples(rule, reading.stated, values, config)
         schema = _built(reading, rule, examples)
-        after = replay_calls(schema, reading.argument_map, successes, failures)
+        after = validate_calls(schema, reading.argument_map, successes, failures)
         judged = simulator.judge(schema, reading.model_name, after)
         trial = _Trial(rule, examples, schema, after, judged)
         if _proven(before, trial):
@@ -251,7 +252,7 @@ def _built(reading: _Reading, rule: dict, examples: list[object]) -> dict:
     return with_rule(reading.schema, reading.model_name, rule, examples, sentence)
 
 
-def _proven(before: Replay, trial: _Trial) -> bool:
+def _proven(before: CallValidation, trial: _Trial) -> bool:
     """Successes kept, some failure newly rejected, and the tool's words borne out."""
     after = trial.after
     keeps = before.accepted_successes <= after.accepted_successes
@@ -263,7 +264,7 @@ def _edit(
     target: Target,
     reading: _Reading,
     trial: _Trial,
-    before: Replay,
+    before: CallValidation,
     successes: list[RecordedCall],
     given: int,
 ) -> Edit:
@@ -307,7 +308,7 @@ def _learned_from(source: str, told: int, given: int) -> str:
     return words + (f" and {given} successful calls" if given else "")
 
 
-def _replay_text(trial: _Trial, before: Replay, successes: int, failures: int) -> str:
+def _replay_text(trial: _Trial, before: CallValidation, successes: int, failures: int) -> str:
     judged, after = trial.judged, trial.after
     text = (
         f"{judged.rejected} of {judged.said_wrong} refused calls the tool's words call wrong "

@@ -27,8 +27,8 @@ from evolution.tool_schema.edits import (
     rule_text,
     with_rule,
 )
-from evolution.tool_schema.replay import Replay, replay_calls
 from evolution.tool_schema.rules import infer_rules
+from evolution.tool_schema.validation import CallValidation, validate_calls
 
 __all__ = ["edit_from_successes", "with_clearer_name"]
 
@@ -38,7 +38,7 @@ def edit_from_successes(
     target: Target,
     successes: list[RecordedCall],
     failures: list[RecordedCall],
-    before: Replay,
+    before: CallValidation,
     config: ToolSchemaConfig,
 ) -> Edit:
     """The strictest rule learned from the successful values that replay proves safe.
@@ -71,7 +71,7 @@ def edit_from_successes(
     rule, final, after = chosen or (
         {},
         schema,
-        replay_calls(schema, argument_map, successes, failures),
+        validate_calls(schema, argument_map, successes, failures),
     )
     sentence = rule_text(model_name, rule, examples[0]) if rule else None
     told = hint(failures)
@@ -116,13 +116,13 @@ def _choose(
     argument_map: dict[str, str],
     successes: list[RecordedCall],
     failures: list[RecordedCall],
-    before: Replay,
-) -> tuple[dict, dict, Replay] | None:
+    before: CallValidation,
+) -> tuple[dict, dict, CallValidation] | None:
     """The strictest rule that keeps every success the offered schema accepted and newly
     rejects at least one failure; None when no rule is both safe and useful."""
     for rule in rules:
         schema = build(rule)
-        after = replay_calls(schema, argument_map, successes, failures)
+        after = validate_calls(schema, argument_map, successes, failures)
         keeps = before.accepted_successes <= after.accepted_successes
         if keeps and after.rejected_failures - before.rejected_failures:
             return rule, schema, after
@@ -130,7 +130,10 @@ def _choose(
 
 
 def _replay_text(
-    after: Replay, before: Replay, successes: list[RecordedCall], failures: list[RecordedCall]
+    after: CallValidation,
+    before: CallValidation,
+    successes: list[RecordedCall],
+    failures: list[RecordedCall],
 ) -> str:
     return (
         f"{after.successes_valid} of {len(successes)} successful calls validate; "

@@ -35,7 +35,7 @@ from registry import (
     transaction,
     update_evolution,
 )
-from tests.evolution.test_replay_safety import SUITE, gate, upstream, version  # noqa: F401
+from tests.activities.test_replay_gate import SUITE, gate, upstream, version  # noqa: F401
 from tests.evolution.test_review import FACT, unsure_window
 from tests.evolution.window_helpers import AGENT, world
 

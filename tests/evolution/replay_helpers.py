@@ -251,7 +251,7 @@ async def held_out_gate(
     from temporalio.testing import ActivityEnvironment
 
     from activities.models import ReplayGateRequest
-    from activities.replay import ReplayGate
+    from activities.replay_gate import ReplayGate
     from evolution.gates import GateConfig
 
     gate = ReplayGate(engine, timeout=10, simulators=simulators)

@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from activities.replay import ReplayGate
+from activities.replay_gate import ReplayGate
 from atdp import EventKind, ModelRef, Traffic, TrainingEligibility
 from evolution.replay import EVALUATION_HEADERS, Serve, action_of, replay_trajectory
 from registry import ALL_TENANTS, export_records, list_trajectories, register_version, transaction

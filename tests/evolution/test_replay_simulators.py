@@ -13,7 +13,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
 from activities.models import ReplayGateRequest
-from activities.replay import ReplayGate
+from activities.replay_gate import ReplayGate
 from atdp import ModelRef, utcnow
 from evolution.decision import Action
 from evolution.gates import GateConfig

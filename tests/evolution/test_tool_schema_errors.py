@@ -30,8 +30,8 @@ from evolution.tool_schema.config import ToolSchemaConfig
 from evolution.tool_schema.edits import OfferedTool, Target
 from evolution.tool_schema.errors import read_refusal
 from evolution.tool_schema.refusals import edit_from_refusals
-from evolution.tool_schema.replay import replay_calls
 from evolution.tool_schema.statement import Names
+from evolution.tool_schema.validation import validate_calls
 from registry import ToolCallRecord
 
 # Words a refusal's own phrasing uses; a closed set made of them would be ambiguous to any
@@ -73,7 +73,7 @@ def learned(parameter: str, refusals: list[tuple[object, str | dict]], **tool) -
     }
     offered = OfferedTool(ToolOverride(), schema, schema, tool.get("description"))
     failures = [refused(parameter, value, said) for value, said in refusals]
-    before = replay_calls(schema, {}, [], failures)
+    before = validate_calls(schema, {}, [], failures)
     target = Target("some_tool", parameter, "validation_error")
     edit = edit_from_refusals(offered, target, [], failures, before, ToolSchemaConfig())
     return edit.schema["properties"][edit.model_name]

@@ -20,7 +20,7 @@ from typing import Any
 
 import jsonschema
 
-from activities.replay import ReplayGate
+from activities.replay_gate import ReplayGate
 from atdp import ToolOverride, utcnow
 from evolution.analysis import analyse_window
 from evolution.decision import Action, DecisionRecord

@@ -266,7 +266,7 @@ def test_langchain_chat_anthropic_through_the_gateway(live, upstream) -> None:
 async def test_replay_serves_the_agents_own_request_in_its_protocol(live, upstream) -> None:
     """A trajectory recorded over /v1/messages replays deterministically from the agent's
     own Messages request, translated as the gateway translates it."""
-    from activities.replay import ReplayGate
+    from activities.replay_gate import ReplayGate
     from evolution.replay import AGENT_PROTOCOL, replay_trajectory
     from registry import current_aliases, get_version
 

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from temporalio.client import Client
 
 from activities.evolution import EvolutionActivities
-from activities.replay import ReplayGate
+from activities.replay_gate import ReplayGate
 from activities.tracking import EvolutionTracker
 from activities.training import TrainingActivities
 from atdp import EventMetadata, Harness, ModelRef, Outcome, Traffic, VersionRefs, VersionSpec

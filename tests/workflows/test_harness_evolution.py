@@ -11,7 +11,7 @@ import pytest
 
 from activities.evolution import EvolutionActivities
 from activities.models import Outcome
-from activities.replay import ReplayGate
+from activities.replay_gate import ReplayGate
 from evolution.decision import Action
 from evoplane.worker import workers_for
 from proxy.config import GatewayConfig

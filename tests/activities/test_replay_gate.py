@@ -12,7 +12,7 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.models import ReplayGateRequest
-from activities.replay import ReplayGate
+from activities.replay_gate import ReplayGate
 from atdp import Harness, ModelRef, VersionSpec, utcnow
 from evolution.decision import Action
 from evolution.gates import GateConfig, GateResult, Verdict

@@ -1,4 +1,4 @@
-"""The replay gate: paired replays; past failures should improve, past successes hold."""
+"""The replay gate's judge: paired replays; past failures should improve, past successes hold."""
 
 from __future__ import annotations
 

@@ -1,10 +1,12 @@
-"""Tool-call replay: how a schema, with its argument map, judges a tool's recorded calls.
+"""Validating a tool's recorded calls against a schema, with its argument map.
 
 Each call's arguments are validated (JSON Schema 2020-12, formats checked) as the model
 would have had to write them, so a candidate is compared with the schema the model was
-offered on the same calls. Where the rule was learned from refusals, a simulator built
-from them says which refused calls the tool's own words call wrong and which examples it
-must accept, and the candidate is judged against that.
+offered on the same calls: the tool-schema operator's proof of an edit (the "replay" of
+its evidence; no model answers, unlike the replay gate's `evolution.replay`). Where the
+rule was learned from refusals, a simulator built from them says which refused calls the
+tool's own words call wrong and which examples it must accept, and the candidate is judged
+against that.
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ from evolution.tool_schema.calls import RecordedCall
 from evolution.tool_schema.rules import claims, example_of
 from evolution.tool_schema.statement import Statement
 
-__all__ = ["RefusalReplay", "RefusalSimulator", "Replay", "replay_calls", "validator"]
+__all__ = ["CallValidation", "RefusalJudgement", "RefusalSimulator", "validate_calls", "validator"]
 
 
 @dataclass(frozen=True)
-class Replay:
+class CallValidation:
     """How a schema (with its argument map) judges the recorded calls."""
 
     successes_valid: int
@@ -44,12 +46,12 @@ def validator(schema: dict) -> jsonschema.protocols.Validator:
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
-def replay_calls(
+def validate_calls(
     schema: dict,
     argument_map: dict[str, str],
     successes: list[RecordedCall],
     failures: list[RecordedCall],
-) -> Replay:
+) -> CallValidation:
     """Validate each call's arguments as the model would have had to write them."""
     check = validator(schema)
     to_model = {agent: model for model, agent in argument_map.items()}
@@ -62,11 +64,11 @@ def replay_calls(
 
     accepted = frozenset(i for i, call in enumerate(successes) if valid(call))
     rejected = frozenset(i for i, call in enumerate(failures) if not valid(call))
-    return Replay(len(accepted), len(rejected), accepted, rejected)
+    return CallValidation(len(accepted), len(rejected), accepted, rejected)
 
 
 @dataclass(frozen=True)
-class RefusalReplay:
+class RefusalJudgement:
     """How a candidate judges what the refusals say.
 
     Args:
@@ -131,11 +133,11 @@ class RefusalSimulator:
         pairs = zip(self.failures, self.statements, strict=True)
         return frozenset(i for i, (call, own) in enumerate(pairs) if self._wrong(call, own))
 
-    def judge(self, schema: dict, model_name: str, after: Replay) -> RefusalReplay:
+    def judge(self, schema: dict, model_name: str, after: CallValidation) -> RefusalJudgement:
         """How `schema` (whose parameter is `model_name`) does against the tool's words;
-        `after` is its replay of the same recorded calls."""
+        `after` is its validation of the same recorded calls."""
         prop = validator(schema.get("properties", {}).get(model_name, {}))
-        return RefusalReplay(
+        return RefusalJudgement(
             said_wrong=len(self.said_wrong),
             rejected=len(self.said_wrong & after.rejected_failures),
             examples=len(self.examples),
