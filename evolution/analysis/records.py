@@ -10,7 +10,7 @@ from datetime import datetime
 from atdp import EventKind, Reward, RewardSource, utcnow
 from evolution.analysis.collector import collection_paused
 from evolution.analysis.drift import task_drift
-from evolution.analysis.tool_errors import tool_failed
+from evolution.analysis.tool_errors import distinct_tool_calls
 from evolution.analysis.trajectories import by_trajectory
 from evolution.analysis.versions import canary_delta, holdback_at, stable_regression
 from evolution.window import CanaryDelta, Drift, Regression, WindowSpec, trajectory_window
@@ -50,7 +50,6 @@ SAMPLE_CAP = 10_000
 _IMPLICIT_CORRECTION = "user_accepted"
 _EXPLICIT_CORRECTION = "correction"
 # Tool call ids that do not identify one call (/v1/events' default, an unmatched result).
-_ANONYMOUS_CALLS = frozenset({"", "agent-reported", "unknown"})
 
 
 @dataclass(frozen=True)
@@ -126,7 +125,7 @@ def _read_window(
         offered=offered_tools(session, window),
         rewards=rewards,
         usage=llm_usage(session, window),
-        tool_calls=_distinct_tool_calls(tool_call_records(session, window)),
+        tool_calls=distinct_tool_calls(tool_call_records(session, window)),
         corrected=_corrected_calls(session, window, by_trajectory(rewards)),
         turns=follow_up_turns(session, window),
         conversation=conversation_turns(session, window),
@@ -146,30 +145,6 @@ def _window_start(
     if trajectories:
         return min(t.started_at for t in trajectories)
     return spec.since or until
-
-
-def _distinct_tool_calls(records: Sequence[ToolCallRecord]) -> list[ToolCallRecord]:
-    """One record per tool call.
-
-    The gateway records a tool result the agent sends back, and the agent may report the
-    same call through /v1/events; with the same call id they are one call, and the record
-    with more evidence (a failure, then an error message) stands for it.
-    """
-    kept: dict[tuple, ToolCallRecord] = {}
-    for record in records:
-        key: tuple = (
-            (record.event_id,)
-            if record.call_id in _ANONYMOUS_CALLS
-            else (record.trajectory_id, record.call_id)
-        )
-        held = kept.get(key)
-        if held is None or _evidence(record) > _evidence(held):
-            kept[key] = record
-    return list(kept.values())
-
-
-def _evidence(call: ToolCallRecord) -> tuple[bool, bool]:
-    return tool_failed(call), call.error_message is not None
 
 
 def _corrected_calls(

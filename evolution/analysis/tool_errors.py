@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 
 from evolution.window import FailureKind
 from registry import ToolCallRecord
@@ -11,6 +12,7 @@ from registry import ToolCallRecord
 __all__ = [
     "ARGUMENT_ERRORS",
     "ROUTING_ERRORS",
+    "distinct_tool_calls",
     "error_class_name",
     "error_text",
     "tool_failed",
@@ -58,6 +60,35 @@ ROUTING_ERRORS = frozenset(
 
 def tool_failed(call: ToolCallRecord) -> bool:
     return call.success is False or call.error_class is not None
+
+
+# Call ids that name no call: agents that report a call without its id.
+_ANONYMOUS_CALLS = frozenset({"", "agent-reported", "unknown"})
+
+
+def distinct_tool_calls(records: Iterable[ToolCallRecord]) -> list[ToolCallRecord]:
+    """One record per tool call, in the order first seen.
+
+    The gateway records a tool result the agent sends back, and the agent may report the
+    same call through /v1/events; with the same call id in one trajectory they are one
+    call, and the record with more evidence stands for it: one that says it failed, then
+    one with an error message. A call without an id is its own record.
+    """
+    kept: dict[tuple, ToolCallRecord] = {}
+    for record in records:
+        key: tuple = (
+            (record.event_id,)
+            if record.call_id in _ANONYMOUS_CALLS
+            else (record.trajectory_id, record.call_id)
+        )
+        held = kept.get(key)
+        if held is None or _evidence(record) > _evidence(held):
+            kept[key] = record
+    return list(kept.values())
+
+
+def _evidence(call: ToolCallRecord) -> tuple[bool, bool]:
+    return tool_failed(call), call.error_message is not None
 
 
 def error_class_name(error_class: str) -> str:

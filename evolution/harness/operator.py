@@ -29,7 +29,7 @@ from evolution.harness.program import (
     harness_program,
     render_request,
 )
-from evolution.memory.distil import fact_text, states_fact
+from evolution.memory.distil import facts_supplied, states_fact
 from evolution.operators import Candidate, Operator, OperatorError
 from evolution.replay import request_body
 from evolution.replay.cases import recorded_cases
@@ -219,21 +219,18 @@ def _corrections_by_trajectory(
 ) -> tuple[dict[str, list[str]], dict[str, list[str]], set[str]]:
     """Per trajectory: the facts users supplied, what else they asked of the agent, and
     the trajectories whose users blamed the tools it used."""
-    facts: dict[str, list[str]] = {}
+    corrections = window_corrections(session, window)
+    facts = {str(t): found for t, found in facts_supplied(corrections).items()}
     requests: dict[str, list[str]] = {}
     tool_blamed: set[str] = set()
-    for correction in window_corrections(session, window):
+    for correction in corrections:
         trajectory = str(correction.trajectory_id)
-        if correction.supplies_fact:
-            fact = fact_text(correction.text)
-            if fact:
-                facts.setdefault(trajectory, []).append(fact)
-        elif correction.kind is not CorrectionKind.OTHER:
+        if not correction.supplies_fact and correction.kind is not CorrectionKind.OTHER:
             # In the user's words, their own values written as their kind.
             requests.setdefault(trajectory, []).append(correction.request.strip())
         if correction.kind is CorrectionKind.TOOL_USE:
             tool_blamed.add(trajectory)
-    return _unique_values(facts), _unique_values(requests), tool_blamed
+    return facts, _unique_values(requests), tool_blamed
 
 
 def _asked(recorded: Any) -> list[str]:

@@ -10,6 +10,7 @@ contradict each other: `relation` says which, so the operator can flag rather th
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -25,6 +26,7 @@ __all__ = [
     "confidence",
     "distil_facts",
     "fact_text",
+    "facts_supplied",
     "reinforced_confidence",
     "relation",
     "scopes_overlap",
@@ -108,6 +110,17 @@ def fact_text(text: str) -> str | None:
         return None
     fact = " ".join(kept)
     return fact if fact[-1] in ".!" else f"{fact}."
+
+
+def facts_supplied(corrections: Iterable[UserCorrection]) -> dict[uuid.UUID, list[str]]:
+    """The facts users supplied in each trajectory, once each, in the order said: what a
+    replayed or optimised answer to it should now state."""
+    facts: dict[uuid.UUID, list[str]] = {}
+    for correction in corrections:
+        fact = fact_text(correction.text) if correction.supplies_fact else None
+        if fact and fact not in facts.setdefault(correction.trajectory_id, []):
+            facts[correction.trajectory_id].append(fact)
+    return {trajectory: found for trajectory, found in facts.items() if found}
 
 
 def _statement(sentence: str) -> str | None:

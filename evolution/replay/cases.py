@@ -18,7 +18,7 @@ from collections import defaultdict
 from atdp import Event, EventKind, MessageAction, Reward
 from evolution.corrections import CorrectionKind, UserCorrection, window_corrections
 from evolution.followups import asked_for
-from evolution.memory.distil import fact_text
+from evolution.memory.distil import facts_supplied
 from evolution.replay import RecordedTrajectory
 from evolution.replay.scorers import ScoringContext
 from evolution.window import WindowSpec, trajectory_window
@@ -42,7 +42,7 @@ def recorded_cases(
     """Up to `per_kind` past failures and `per_kind` known successes, newest first."""
     selection = trajectory_window(window)
     corrections = window_corrections(session, window)
-    facts = _corrected_facts(corrections)
+    facts = facts_supplied(corrections)
     corrected = {c.trajectory_id for c in corrections}
     asks = _instructions(corrections)
     rewards: dict[uuid.UUID, list[Reward]] = defaultdict(list)
@@ -98,18 +98,6 @@ def _said(event: Event) -> str | None:
         return None
     content = (event.action.content or "").strip()
     return content or None
-
-
-def _corrected_facts(corrections: list[UserCorrection]) -> dict[uuid.UUID, list[str]]:
-    """The facts users supplied in each trajectory: a replayed answer should now state them."""
-    facts: dict[uuid.UUID, list[str]] = {}
-    for correction in corrections:
-        if not correction.supplies_fact:
-            continue
-        fact = fact_text(correction.text)
-        if fact and fact not in facts.setdefault(correction.trajectory_id, []):
-            facts[correction.trajectory_id].append(fact)
-    return facts
 
 
 def _verdict(row, rewards: list[Reward], corrected: bool) -> tuple[bool | None, float | None]:

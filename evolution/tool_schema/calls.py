@@ -7,7 +7,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from evolution.analysis import error_class_name, tool_parameter
-from evolution.analysis.tool_errors import tool_failed
+from evolution.analysis.tool_errors import distinct_tool_calls, tool_failed
 from registry import (
     Session,
     ToolCallRecord,
@@ -25,8 +25,6 @@ __all__ = [
     "recorded_tool",
     "split_calls",
 ]
-
-_ANONYMOUS_CALLS = frozenset({"", "agent-reported", "unknown"})
 
 
 @dataclass(frozen=True)
@@ -55,18 +53,10 @@ def recorded_tool(session: Session, window: TrajectoryWindow, tool: str) -> Reco
 
 
 def recorded_calls(session: Session, window: TrajectoryWindow, tool: str) -> list[RecordedCall]:
-    """The tool's calls, once each: a call recorded by the gateway and reported by the
-    agent under the same id is one call, and the record that says it failed stands for it."""
-    kept: dict[tuple, ToolCallRecord] = {}
-    for record in tool_call_records(session, window):
-        if record.tool != tool:
-            continue
-        anonymous = record.call_id in _ANONYMOUS_CALLS
-        key = (record.event_id,) if anonymous else (record.trajectory_id, record.call_id)
-        held = kept.get(key)
-        if held is None or (tool_failed(record) and not tool_failed(held)):
-            kept[key] = record
-    return [RecordedCall(record, _parse(record.arguments)) for record in kept.values()]
+    """The tool's calls, once each, as the window's analysis counts them
+    (`distinct_tool_calls`)."""
+    records = (r for r in tool_call_records(session, window) if r.tool == tool)
+    return [RecordedCall(r, _parse(r.arguments)) for r in distinct_tool_calls(records)]
 
 
 def _parse(arguments: str) -> dict | None:
