@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FLOORS = {
     "atdp": 1,
     "registry": 2,
+    "runtime": 2,
     "evolution": 3,
     "proxy": 4,
     "activities": 5,
