@@ -11,8 +11,8 @@ examples and a description that states it; a parameter may be renamed for the mo
 
 Each edit is proven by tool-call replay (`evolution.tool_schema.replay`): the window's
 recorded calls are validated (JSON Schema 2020-12) against the schema the model was
-offered and against the candidate. The gateway applies the result (`proxy.overlays`);
-this module never imports it.
+offered and against the candidate. The gateway applies the result
+(`runtime.version.overlays`).
 """
 
 from __future__ import annotations

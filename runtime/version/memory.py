@@ -1,5 +1,5 @@
-"""Lexical memory retrieval (Okapi BM25 over words, else subwords): the index the gateway
-and the memory operator share.
+"""Lexical memory retrieval (Okapi BM25 over words, else subwords): the index the gateway,
+the replay gate and the memory operator share.
 
 Pure Python, no model downloads: it runs anywhere the gateway runs. Embedding retrieval
 can be added behind the same `search` signature.
@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import math
 import re
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from registry import MemoryItem
-
-__all__ = ["Bm25", "MemoryIndex", "ScoredItem", "subwords", "tokenize"]
+__all__ = ["Bm25", "MemoryIndex", "RetrievableItem", "ScoredItem", "subwords", "tokenize"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Words so common in support conversations that they only add noise to the ranking.
@@ -47,9 +47,20 @@ def subwords(text: str) -> list[str]:
     ]
 
 
+class RetrievableItem(Protocol):
+    """What retrieval reads of a memory item (`registry.MemoryItem` is one): its content, to
+    match and inject, and its id, to fingerprint what was retrieved."""
+
+    @property
+    def id(self) -> uuid.UUID: ...
+
+    @property
+    def content(self) -> str: ...
+
+
 @dataclass(frozen=True)
 class ScoredItem:
-    item: MemoryItem
+    item: RetrievableItem
     score: float
 
 
@@ -61,7 +72,9 @@ class MemoryIndex:
         k1: term-frequency saturation; b: length normalisation (the usual 1.2 and 0.75).
     """
 
-    def __init__(self, items: Sequence[MemoryItem], *, k1: float = 1.2, b: float = 0.75) -> None:
+    def __init__(
+        self, items: Sequence[RetrievableItem], *, k1: float = 1.2, b: float = 0.75
+    ) -> None:
         self._items = list(items)
         self._words = Bm25([tokenize(item.content) for item in self._items], k1, b)
         self._subwords = Bm25([subwords(item.content) for item in self._items], k1, b)
