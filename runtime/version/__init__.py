@@ -5,4 +5,5 @@ its shadow copy, the replay gate and the operators that prove a candidate.
   guardrails, model route), and its answer mapped back to the agent's names.
 - `memory`: which memory items a request gets (BM25 over their content).
 - `skills`: which skills a request gets, within their scope and budget, and how they read.
+- `bm25`: the lexical ranking both retrievals use.
 """

@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 
 from atdp import new_id, utcnow
 from registry import MemoryItem, MemoryKind
-from runtime.version.memory import MemoryIndex, tokenize
+from runtime.version.bm25 import tokenize
+from runtime.version.memory import MemoryIndex
 
 
 def item(content: str) -> MemoryItem:
