@@ -31,7 +31,6 @@ from temporalio.exceptions import ApplicationError
 from activities.models import ReplayGateRequest
 from evolution.evaluation import replay_cases, required_safety_cases, with_required
 from evolution.gates import GateConfig, GateResult, Verdict, judge_replay
-from evolution.memory import MemoryIndex
 from evolution.replay import (
     AGENT_PROTOCOL,
     SERVED_TOOLS,
@@ -54,7 +53,6 @@ from evolution.settings import EvolutionSettings
 from proxy.catalog import version_memory
 from proxy.engines.pool import EnginePool
 from proxy.governance import Redactor
-from proxy.overlays import apply_overlays, restore_response, served_tools
 from proxy.protocols.messages import chat_request as messages_to_chat
 from proxy.protocols.responses import chat_request as responses_to_chat
 from registry import (
@@ -67,6 +65,8 @@ from registry import (
     list_mcp_servers,
     transaction,
 )
+from runtime.version.memory import MemoryIndex
+from runtime.version.overlays import apply_overlays, restore_response, served_tools
 
 __all__ = ["ReplayGate"]
 

@@ -80,8 +80,8 @@ class ToolCall(ATDPModel):
 
 
 # The key of an llm_call's `observation.data` under which the gateway records how to undo the
-# version's overlays (`proxy.overlays.Overlaid.undo`): the agent's own first message and
-# tools, the messages the overlays added, the argument maps.
+# version's overlays (`runtime.version.overlays.Overlaid.undo`): the agent's own first message
+# and tools, the messages the overlays added, the argument maps.
 AGENT_REQUEST = "agent_request"
 
 

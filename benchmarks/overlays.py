@@ -16,7 +16,7 @@ import statistics
 import time
 
 from atdp import Harness, ModelRef, Skill, SkillSet, VersionSpec
-from proxy.overlays import apply_overlays
+from runtime.version.overlays import apply_overlays
 
 _WORDS = (
     "account mailbox printer badge laptop invoice refund order shipment password vpn "

@@ -98,7 +98,7 @@ def _view(messages: list[dict]) -> dict:
     from evoplane.demo import world
     from evoplane.demo.runner import MODEL_DIR
     from evoplane.demo.tools import Platform
-    from proxy.overlays import apply_overlays
+    from runtime.version.overlays import apply_overlays
 
     spec = VersionSpec(
         model=ModelRef(engine="local", checkpoint=str(MODEL_DIR), model="demo@1"),

@@ -60,7 +60,6 @@ from proxy.capture.events import (
     new_trajectory,
 )
 from proxy.governance import Redactor, governance_document
-from proxy.overlays import apply_overlays
 from proxy.signals import implicit_rewards
 from registry import (
     AgentVersion,
@@ -75,6 +74,7 @@ from registry import (
 )
 from registry.db import libpq_conninfo
 from registry.partitions import ensure_partitions
+from runtime.version.overlays import apply_overlays
 
 AGENT = "support-bot"
 TENANTS = ("acme", "globex", "initech", "umbrella")

@@ -19,12 +19,12 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
-from evolution.skills.retrieval import SKILL_BLOCK_START
 from proxy.errors import GatewayError
 from proxy.gateway import Gateway
-from proxy.overlays import MEMORY_BLOCK_START, Overlaid, apply_overlays
 from proxy.router import Route
 from registry import AgentVersion, Alias, MemoryItem, get_memory_items
+from runtime.version.overlays import MEMORY_BLOCK_START, Overlaid, apply_overlays
+from runtime.version.skills import SKILL_BLOCK_START
 
 __all__ = ["agent_version", "version_document"]
 

@@ -19,7 +19,6 @@ from typing import Any, TypeVar
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-from evolution.memory import MemoryIndex
 from registry import (
     AgentVersion,
     AliasState,
@@ -41,6 +40,7 @@ from registry import (
     tenant_agents,
     transaction,
 )
+from runtime.version.memory import MemoryIndex
 
 __all__ = ["Catalog", "RegistryUnreachable", "version_memory"]
 

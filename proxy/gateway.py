@@ -48,7 +48,6 @@ from proxy.engines.base import UpstreamEngine, UpstreamError, UpstreamTimeout
 from proxy.engines.pool import EnginePool
 from proxy.errors import GatewayError
 from proxy.governance import Redactor, governance_document
-from proxy.overlays import Overlaid, apply_overlays, restore_response
 from proxy.rate_limit import RateLimit
 from proxy.router import Route, Router
 from proxy.signals import abandonment_reward, implicit_rewards
@@ -68,6 +67,7 @@ from registry import (
     seal_event,
     session_progress,
 )
+from runtime.version.overlays import Overlaid, apply_overlays, restore_response
 
 __all__ = ["Gateway", "Served", "new_session_id", "upstream_failure"]
 

@@ -4,7 +4,7 @@ Each becomes a reward (source `implicit_next_turn`) on the llm_call it judges, w
 confidence below an explicit judgement's: a user who writes "no, ..." is probably
 correcting, not certainly. Only the cheap check runs here, on the hot path: a next turn that
 opens with a denial or says the answer was wrong or asks again, in any of the follow-up
-lexicon's languages (`evolution.followups.lexicon`). The rest of what a follow-up says (the
+lexicon's languages (`runtime.lexicon`). The rest of what a follow-up says (the
 values it states, a re-ask, the agent's retraction) is read in the control plane's window
 analysis.
 """
@@ -15,7 +15,7 @@ import uuid
 from typing import Any
 
 from atdp import BinaryValue, EventKind, Reward, RewardSource, new_id, utcnow
-from evolution.followups.lexicon import says_wrong
+from runtime.lexicon import says_wrong
 
 __all__ = ["abandonment_reward", "corrects", "implicit_rewards"]
 

@@ -13,8 +13,8 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from proxy.admission import Admitted
-from proxy.overlays import Overlaid, restore_response
 from proxy.router import Route
+from runtime.version.overlays import Overlaid, restore_response
 
 __all__ = ["ChatStream", "StreamRestorer", "assemble_chunks"]
 

@@ -46,5 +46,5 @@ def test_no_page_points_outside_the_repository() -> None:
 
 
 def test_the_path_finder_finds_paths_and_only_paths() -> None:
-    text = "see `proxy/gateway.py` (`evolution/lm/`), `tools/call`, `GET /v1/models`, `a.py`"
-    assert cited_paths(text) == ["proxy/gateway.py", "evolution/lm/"]
+    text = "see `proxy/gateway.py` (`runtime/model/`), `tools/call`, `GET /v1/models`, `a.py`"
+    assert cited_paths(text) == ["proxy/gateway.py", "runtime/model/"]

@@ -7,16 +7,20 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# Lower never imports higher (the layout in docs/architecture.md).
+# A package imports only packages on lower floors (the layout in docs/architecture.md): never
+# one above, nor one beside it. The registry and the shared runtimes both stand on the
+# protocol alone; the gateway and the control plane both stand on them, and what both need
+# lives below them, so neither imports the other.
 FLOORS = {
     "atdp": 1,
     "registry": 2,
+    "runtime": 2,
     "evolution": 3,
-    "proxy": 4,
-    "activities": 5,
-    "workflows": 6,
-    "evoplane": 7,
-    "benchmarks": 8,
+    "proxy": 3,
+    "activities": 4,
+    "workflows": 5,
+    "evoplane": 6,
+    "benchmarks": 7,
 }
 
 
@@ -88,14 +92,39 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def package(module: str) -> str:
+    return module.split(".")[0]
+
+
 def test_packages_import_only_downwards() -> None:
-    upward = sorted(
+    not_down = sorted(
         f"{source} -> {target}"
         for source, targets in import_graph().items()
         for target in targets
-        if FLOORS[target.split(".")[0]] > FLOORS[source.split(".")[0]]
+        if package(target) != package(source) and FLOORS[package(target)] >= FLOORS[package(source)]
     )
-    assert upward == []
+    assert not_down == []
+
+
+def test_the_gateway_and_the_control_plane_never_import_each_other() -> None:
+    across = sorted(
+        f"{source} -> {target}"
+        for source, targets in import_graph().items()
+        for target in targets
+        if {package(source), package(target)} == {"proxy", "evolution"}
+    )
+    assert across == []
+
+
+def test_the_shared_runtimes_import_only_the_protocol() -> None:
+    beyond = sorted(
+        f"{source} -> {target}"
+        for source, targets in import_graph().items()
+        if package(source) == "runtime"
+        for target in targets
+        if package(target) not in {"runtime", "atdp"}
+    )
+    assert beyond == []
 
 
 def test_no_modules_import_each_other_in_a_circle() -> None:

@@ -26,6 +26,7 @@ COPY pyproject.toml README.md ./
 COPY constraints/ constraints/
 COPY atdp/ atdp/
 COPY registry/ registry/
+COPY runtime/ runtime/
 COPY proxy/ proxy/
 COPY evolution/ evolution/
 COPY activities/ activities/

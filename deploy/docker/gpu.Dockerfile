@@ -26,6 +26,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY atdp/ atdp/
 COPY registry/ registry/
+COPY runtime/ runtime/
 COPY proxy/ proxy/
 COPY evolution/ evolution/
 COPY activities/ activities/

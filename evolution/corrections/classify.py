@@ -27,7 +27,7 @@ from collections.abc import Collection
 from enum import StrEnum
 
 from evolution.corrections.words import content_words
-from evolution.followups.lexicon import Cue, cues
+from runtime.lexicon import Cue, cues
 
 __all__ = ["CorrectionKind", "category_kind", "classify", "specifics", "tool_words"]
 

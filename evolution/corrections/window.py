@@ -43,7 +43,7 @@ from evolution.corrections.meaning import (
     terms,
 )
 from evolution.corrections.reviewed import apply_reviews
-from evolution.followups import Cue, FollowUp, Turn, cues, placeholder, read_follow_ups, values
+from evolution.followups import FollowUp, Turn, placeholder, read_follow_ups, values
 from evolution.window import WindowSpec, trajectory_window
 from registry import (
     ConversationTurn,
@@ -56,6 +56,7 @@ from registry import (
     window_rewards,
     window_trajectories,
 )
+from runtime.lexicon import Cue, cues
 
 __all__ = [
     "CorrectionGroup",

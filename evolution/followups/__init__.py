@@ -1,4 +1,5 @@
-"""What users write after an answer, read as evidence without any score, in any language."""
+"""What users write after an answer, read as evidence without any score, in any language
+(the words it reads them by: `runtime.lexicon`)."""
 
 from evolution.followups.judge import (
     FOLLOW_UP_PROMPT,
@@ -8,7 +9,6 @@ from evolution.followups.judge import (
     judged_follow_ups,
     parse_verdict,
 )
-from evolution.followups.lexicon import LANGUAGES, Cue, cues, fold
 from evolution.followups.reading import (
     ASKING,
     FollowUp,
@@ -24,8 +24,6 @@ from evolution.followups.values import Value, abstracted, asked_for, placeholder
 __all__ = [
     "ASKING",
     "FOLLOW_UP_PROMPT",
-    "LANGUAGES",
-    "Cue",
     "FollowUp",
     "FollowUpJudge",
     "JudgeReport",
@@ -34,8 +32,6 @@ __all__ = [
     "Value",
     "abstracted",
     "asked_for",
-    "cues",
-    "fold",
     "follow_up_judge_with",
     "judged_follow_ups",
     "parse_verdict",

@@ -9,7 +9,7 @@ Each follow-up (a user message that answers an agent's answer) is read for signa
   answer ("you're right, ..."), or gives back what the user had said before and the answer
   left out (the user had to ask for it: `elicited`); the session runs longer than its task
   type usually does;
-- lexical, in the lexicon's 26 languages (`evolution.followups.lexicon`): a denial, an
+- lexical, in the lexicon's 26 languages (`runtime.lexicon`): a denial, an
   "again / repeat / confirm", an instruction about answers; thanks.
 
 Strong signals read as dissatisfaction on their own; weak ones (a question on the same
@@ -27,8 +27,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from evolution.followups.lexicon import Cue, cues, fold
 from evolution.followups.values import Value, values
+from runtime.lexicon import Cue, cues, fold
 
 __all__ = [
     "ASKING",

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from evolution.followups.lexicon import fold
+from runtime.lexicon import fold
 
 __all__ = ["Value", "abstracted", "asked_for", "placeholder", "values"]
 

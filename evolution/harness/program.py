@@ -48,9 +48,10 @@ def render_request(
 ) -> list[dict[str, Any]]:
     """The messages the gateway would send upstream for `messages` under this harness.
 
-    Mirrors `proxy.overlays` (which `evolution` may not import): instructions (through the
-    template) merge into the agent's own system message or become one, demo messages follow,
-    then the conversation.
+    Mirrors the harness step of `runtime.version.overlays` for DSPy's demos (a conversation
+    and its answer, not yet a version's `FewShotDemo`): instructions (through the template)
+    merge into the agent's own system message or become one, demo messages follow, then the
+    conversation.
     """
     instructions = instructions.strip()
     if template:

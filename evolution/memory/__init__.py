@@ -1,5 +1,3 @@
-"""Memory: retrieval at the gateway (BM25) and the memory operator."""
-
-from evolution.memory.retrieval import MemoryIndex, ScoredItem, tokenize
-
-__all__ = ["MemoryIndex", "ScoredItem", "tokenize"]
+"""Memory as an operator: facts distilled from a window's corrections (`distil`), the items of
+a candidate (`operator`). Retrieving them for a request is the version runtime's
+(`runtime.version.memory`)."""

@@ -5,7 +5,7 @@ the log-probability of each under the policy. `sample` returns them for new grou
 `token_logprobs` recomputes them for any (prompt, completion) pair, which is how the trainer
 checks that ids and logprobs recorded by the gateway are the model's own (ratio 1 on-policy).
 Loading, the forward step, the draw and the tool-call guides are the model runtime's
-(`evolution.lm`), the same the local engine serves with; batching groups is this module's.
+(`runtime.model`), the same the local engine serves with; batching groups is this module's.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from atdp.tool_text import ToolCallGuide
-from evolution.lm import prompt_ids as render_prompt
-from evolution.lm.checkpoint import eos_ids, load_checkpoint
-from evolution.lm.guide import ToolCallGuides
-from evolution.lm.sampling import draw, logprobs_of
-from evolution.lm.step import ForwardStep
-from evolution.lm.tokens import TokenTable
+from runtime.model import prompt_ids as render_prompt
+from runtime.model.checkpoint import eos_ids, load_checkpoint
+from runtime.model.guide import ToolCallGuides
+from runtime.model.sampling import draw, logprobs_of
+from runtime.model.step import ForwardStep
+from runtime.model.tokens import TokenTable
 
 __all__ = ["Completion", "Policy"]
 
@@ -70,7 +70,7 @@ class Policy:
         self, messages: Sequence[dict], tools: Sequence[dict] | None = None
     ) -> list[int]:
         """The token ids the model sees for a chat request, ending with the assistant turn:
-        rendered as the local engine serves it (`evolution.lm.prompt_ids`)."""
+        rendered as the local engine serves it (`runtime.model.prompt_ids`)."""
         return render_prompt(self.tokenizer, messages, tools)
 
     def sample(

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from atdp import Skill, SkillCall
-from evolution.memory.retrieval import tokenize
+from runtime.version.bm25 import tokenize
 
 __all__ = ["GuidanceTurn", "TaskTrajectory", "distil_skill", "skill_name"]
 

@@ -40,7 +40,6 @@ from evolution.skills.distil import (
     argument_names,
     distil_skill,
 )
-from evolution.skills.retrieval import SkillIndex
 from evolution.window import FailureKind, WindowSpec, trajectory_window
 from registry import (
     AgentVersion,
@@ -49,6 +48,7 @@ from registry import (
     WindowTrajectory,
     window_events,
 )
+from runtime.version.skills import SkillIndex
 
 __all__ = [
     "SkillEvidence",

@@ -12,7 +12,7 @@ examples and a description that states it; a parameter may be renamed for the mo
 Each edit is proven on the window's recorded calls (`evolution.tool_schema.validation`,
 the "replay" of its evidence): they are validated (JSON Schema 2020-12) against the schema
 the model was offered and against the candidate. The gateway applies the result
-(`proxy.overlays`); this module never imports it.
+(`runtime.version.overlays`).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from evolution.lm.bytes import byte_table
+from runtime.model.bytes import byte_table
 
 __all__ = [
     "CHAT_TEMPLATE",
@@ -95,7 +95,7 @@ def byte_tokenizer():
 
 
 def _byte_table(alphabet: list[str]) -> dict[str, int]:
-    """GPT-2's byte map (`evolution.lm.bytes`), checked against the tokenizers library's."""
+    """GPT-2's byte map (`runtime.model.bytes`), checked against the tokenizers library's."""
     table = byte_table()
     if set(table) != set(alphabet):
         raise RuntimeError("the tokenizers ByteLevel alphabet is not GPT-2's byte map")

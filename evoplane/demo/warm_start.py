@@ -9,8 +9,8 @@ fixed number of steps, and demonstrations generated from `evoplane.demo.world`, 
 the hash and checks the config and seed).
 
 Every demonstration is rendered the way the gateway renders a request for the model
-(`proxy.overlays.apply_overlays`: harness instructions and demos, BM25-retrieved memory
-block), so the model learns from the prompts it will be served. It learns:
+(`runtime.version.overlays.apply_overlays`: harness instructions and demos, BM25-retrieved
+memory block), so the model learns from the prompts it will be served. It learns:
 
 - tool calls for the four tool intents, well for the usual phrasings and only about 40% of
   the time for the new wave of terse, slang and German ones (noisy labels): the skill gap
@@ -99,9 +99,9 @@ def model_view(
 ) -> dict[str, Any]:
     """The request the gateway sends the model for the agent's `body` under a version with
     these instructions, harness demos and memory items (retrieved by its own BM25)."""
-    from evolution.memory import MemoryIndex
-    from proxy.overlays import apply_overlays
     from registry.memory import MemoryItem, MemoryKind, memory_key
+    from runtime.version.memory import MemoryIndex
+    from runtime.version.overlays import apply_overlays
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
     items = [

@@ -37,8 +37,8 @@ from atdp import (
     utcnow,
 )
 from proxy.capture.tool_results import tool_error_class
-from proxy.overlays import Overlaid, task_type_of
 from registry import AgentVersion, SessionProgress
+from runtime.version.overlays import Overlaid, task_type_of
 
 __all__ = [
     "EventDocument",

@@ -11,7 +11,7 @@ only tokens that keep it on that form with one of the offered tools' names (or t
 `tool_choice` names) may be drawn, as the structural tags of vLLM and SGLang keep calls to
 real tools; the arguments stay the model's own. The RL trainer samples its groups the same
 way: loading, the forward step, the draw with its logprob, the guides and each token's bytes
-are the model runtime's (`evolution.lm`), shared with it; this module batches, streams and
+are the model runtime's (`runtime.model`), shared with it; this module batches, streams and
 answers in OpenAI's shapes.
 
 Generation is a plain token loop with a KV cache (not `model.generate`), so the logprobs are
@@ -52,13 +52,13 @@ from atdp.tool_text import (
     parse_tool_calls,
     partial_suffix,
 )
-from evolution.lm import prompt_ids as render_prompt
-from evolution.lm.checkpoint import eos_ids, load_checkpoint, max_positions
-from evolution.lm.guide import ToolCallGuides
-from evolution.lm.sampling import draw, logprobs_of
-from evolution.lm.step import ForwardStep
-from evolution.lm.tokens import TokenTable
 from proxy.engines.base import UpstreamEngine, UpstreamError, UpstreamTimeout
+from runtime.model import prompt_ids as render_prompt
+from runtime.model.checkpoint import eos_ids, load_checkpoint, max_positions
+from runtime.model.guide import ToolCallGuides
+from runtime.model.sampling import draw, logprobs_of
+from runtime.model.step import ForwardStep
+from runtime.model.tokens import TokenTable
 
 __all__ = [
     "LoadedModel",
@@ -224,7 +224,7 @@ def _number(body: dict, key: str, default: float) -> float:
 
 def prompt_ids(loaded: LoadedModel, body: dict) -> list[int]:
     """The token ids of the request's messages (and tools) in the model's chat template,
-    rendered as training renders them (`evolution.lm.prompt_ids`)."""
+    rendered as training renders them (`runtime.model.prompt_ids`)."""
     try:
         return render_prompt(loaded.tokenizer, body.get("messages") or [], body.get("tools"))
     except Exception as error:  # noqa: BLE001 - jinja and tokenizer errors alike

@@ -10,7 +10,7 @@ so they come out the same.
 
 The event's answer is the model's; the response showed the agent its own tool argument
 names and none of the tools the version blocks, so the overlays' undo record maps it back
-as `proxy.overlays.restore_response` did when it was served.
+as `runtime.version.overlays.restore_response` did when it was served.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from atdp import agent_request, protocol_request
-from proxy.overlays import Overlaid, restore_response
 from proxy.protocols.responses import ResponseContext, listed_input, response_object
+from runtime.version.overlays import Overlaid, restore_response
 
 __all__ = ["STORED_RESPONSE", "stored_document", "stored_response_of"]
 

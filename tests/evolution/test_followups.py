@@ -12,17 +12,14 @@ from hypothesis import strategies as st
 from evolution.corrections import CorrectionKind, UserCorrection, correction_groups
 from evolution.corrections.window import _with_own_values
 from evolution.followups import (
-    LANGUAGES,
-    Cue,
     Signal,
     Turn,
     asked_for,
-    cues,
     judged_follow_ups,
     read_conversation,
     values,
 )
-from evolution.followups.lexicon import _PHRASES
+from runtime.lexicon import _PHRASES, LANGUAGES, Cue, cues
 
 # What users write after a wrong answer, per language: (denial, ask again or confirm).
 DISSATISFIED = {

@@ -11,7 +11,6 @@ import pytest
 from atdp import utcnow
 from evolution.analysis import analyse_window
 from evolution.decision import Action, DecisionRecord, PolicyConfig, decide
-from evolution.memory import MemoryIndex
 from evolution.memory.distil import FactRelation, fact_text, relation
 from evolution.memory.operator import memory_operator
 from evolution.operators import Candidate, OperatorError
@@ -25,6 +24,7 @@ from registry import (
     transaction,
 )
 from registry.memory import list_agent_memory_items
+from runtime.version.memory import MemoryIndex
 from tests.evolution.window_helpers import (
     AGENT,
     Recorder,

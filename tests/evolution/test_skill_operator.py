@@ -13,10 +13,10 @@ from atdp import utcnow
 from evolution.analysis import analyse_window
 from evolution.decision import Action, decide
 from evolution.operators import OperatorError
-from evolution.skills import SkillIndex
 from evolution.skills.operator import skill_operator
 from evolution.window import FailureKind, WindowSpec
 from registry import current_aliases, get_version, transaction
+from runtime.version.skills import SkillIndex
 from tests.evolution.window_helpers import (
     AGENT,
     Recorder,

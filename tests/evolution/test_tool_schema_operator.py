@@ -25,8 +25,8 @@ from evolution.tool_schema import (
     tool_schema_operator,
 )
 from evolution.window import FailureKind, WindowSpec
-from proxy.overlays import apply_overlays, restore_response
 from registry import get_version, register_version, transaction
+from runtime.version.overlays import apply_overlays, restore_response
 from tests.evolution.window_helpers import AGENT, Recorder, store, trajectory, world
 
 HOUR = timedelta(hours=1)

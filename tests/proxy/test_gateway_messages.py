@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from atdp import EventKind, MemorySnapshot, ToolCallAction, protocol_request
-from proxy.overlays import MEMORY_BLOCK_START
 from registry import MemoryKind, add_memory_item, transaction
+from runtime.version.overlays import MEMORY_BLOCK_START
 from tests.proxy.test_gateway_overlays import promote
 from tests.proxy.test_gateway_responses import _renaming
 from tests.proxy.test_gateway_sdk import stored

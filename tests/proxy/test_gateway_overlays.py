@@ -20,8 +20,8 @@ from atdp import (
 from evolution.replay import request_body
 from evolution.rl.rewards import ToolCallReward
 from evolution.rl.samples import recorded_prompts
-from proxy.overlays import MEMORY_BLOCK_START, apply_overlays, served_tools
 from registry import Alias, MemoryKind, add_memory_item, register_version, set_alias, transaction
+from runtime.version.overlays import MEMORY_BLOCK_START, apply_overlays, served_tools
 from tests.proxy.test_gateway_sdk import LOOKUP, client, stored
 
 

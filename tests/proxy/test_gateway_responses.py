@@ -22,8 +22,8 @@ from atdp import (
     VersionSpec,
     protocol_request,
 )
-from proxy.overlays import MEMORY_BLOCK_START
 from registry import MemoryKind, add_memory_item, get_events, list_trajectories, transaction
+from runtime.version.overlays import MEMORY_BLOCK_START
 from tests.proxy.test_gateway_overlays import promote
 from tests.proxy.test_gateway_sdk import client, stored
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import httpx
 
 from atdp import Harness, ModelRef, Skill, SkillCall, SkillSet, VersionSpec
-from evolution.skills.retrieval import SKILL_BLOCK_START
+from runtime.version.skills import SKILL_BLOCK_START
 from tests.proxy.test_gateway_overlays import promote
 from tests.proxy.test_gateway_sdk import client, stored
 

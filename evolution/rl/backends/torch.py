@@ -9,11 +9,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-from evolution.lm.checkpoint import LOADING
 from evolution.rl.config import LoraSettings, TrainConfig
 from evolution.rl.loop import TrainingModels
 from evolution.rl.policy import Policy
 from evolution.rl.step import reference_policy
+from runtime.model.checkpoint import LOADING
 
 __all__ = ["torch_models", "use_threads"]
 

@@ -21,7 +21,7 @@ from evolution.rl.samples import RecordedPrompt
 from evoplane.demo import world
 from evoplane.demo.runner import MODEL_DIR
 from evoplane.demo.tools import ORDER_REF, Platform
-from proxy.overlays import apply_overlays
+from runtime.version.overlays import apply_overlays
 
 TENANT = "acme"
 TOOLS = Platform(release=1).specs(world.tools_of(TENANT))

@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 from hypothesis import given  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from evolution.lm.sampling import draw, logprobs_of  # noqa: E402
+from runtime.model.sampling import draw, logprobs_of  # noqa: E402
 
 VOCAB = 6
 rows_of_logits = st.lists(

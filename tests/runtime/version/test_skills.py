@@ -9,9 +9,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from atdp import ModelRef, Skill, SkillCall, SkillSet, VersionSpec
-from evolution.skills import SkillIndex, skill_text
-from evolution.skills.retrieval import SKILL_BLOCK_START
-from proxy.overlays import apply_overlays
+from runtime.version.overlays import apply_overlays
+from runtime.version.skills import SKILL_BLOCK_START, SkillIndex, skill_text
 
 MODEL = ModelRef(engine="openai", model="m")
 

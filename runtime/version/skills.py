@@ -1,7 +1,7 @@
 """Which of a version's skills a request gets: lexical retrieval over their descriptions,
 within their scope and the set's size budget.
 
-The same BM25 as memory (`evolution.memory.retrieval`), over each skill's name and
+The same BM25 as memory (`runtime.version.bm25`), over each skill's name and
 description; the steps are what is injected, not what is matched.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from atdp import Skill, SkillSet
-from evolution.memory.retrieval import Bm25, subwords, tokenize
+from runtime.version.bm25 import Bm25, subwords, tokenize
 
 __all__ = ["SKILL_BLOCK_END", "SKILL_BLOCK_START", "ScoredSkill", "SkillIndex", "skill_block"]
 

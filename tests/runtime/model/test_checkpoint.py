@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from evolution.lm.checkpoint import eos_ids, load_checkpoint, max_positions
+from runtime.model.checkpoint import eos_ids, load_checkpoint, max_positions
 
 
 def test_a_missing_checkpoint_or_adapter_is_named(tmp_path) -> None:

@@ -6,8 +6,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from atdp import new_id, utcnow
-from evolution.memory import MemoryIndex, tokenize
 from registry import MemoryItem, MemoryKind
+from runtime.version.bm25 import tokenize
+from runtime.version.memory import MemoryIndex
 
 
 def item(content: str) -> MemoryItem:

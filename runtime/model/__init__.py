@@ -13,6 +13,6 @@ ids than it is served with.
 
 from __future__ import annotations
 
-from evolution.lm.render import prompt_ids, template_message
+from runtime.model.render import prompt_ids, template_message
 
 __all__ = ["prompt_ids", "template_message"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from evolution.lm.guide import MAX_GUIDES, ToolCallGuides
+from runtime.model.guide import MAX_GUIDES, ToolCallGuides
 
 ASCII = SimpleNamespace(texts=lambda: [chr(i) for i in range(128)])
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evolution.lm.bytes import byte_level_table
+from runtime.model.bytes import byte_level_table
 
 __all__ = ["TokenTable"]
 

@@ -12,10 +12,10 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from evolution.lm import template_message  # noqa: E402
 from evolution.rl.policy import Policy  # noqa: E402
 from evoplane.demo.tiny import TinyModelSpec, init_tiny  # noqa: E402
 from proxy.engines.local import load_model, prompt_ids  # noqa: E402
+from runtime.model import template_message  # noqa: E402
 
 LOOKUP = {
     "type": "function",

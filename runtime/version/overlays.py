@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from atdp import VersionSpec, rename_arguments
-from evolution.memory import MemoryIndex, ScoredItem
-from evolution.skills import ScoredSkill, SkillIndex, skill_block
+from runtime.version.memory import MemoryIndex, ScoredItem
+from runtime.version.skills import ScoredSkill, SkillIndex, skill_block
 
 __all__ = [
     "MEMORY_BLOCK_END",

@@ -8,8 +8,8 @@ from types import SimpleNamespace
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evolution.lm.bytes import byte_level_table, byte_table
-from evolution.lm.tokens import TokenTable
+from runtime.model.bytes import byte_level_table, byte_table
+from runtime.model.tokens import TokenTable
 
 TABLE = byte_table()
 CHAR_OF = {byte: char for char, byte in TABLE.items()}

@@ -1,8 +1,8 @@
-"""Lexical memory retrieval (Okapi BM25 over words, else subwords): the index the gateway
-and the memory operator share.
+"""Okapi BM25 over words, else over the subwords of long words: the lexical ranking memory
+and skill retrieval share.
 
 Pure Python, no model downloads: it runs anywhere the gateway runs. Embedding retrieval
-can be added behind the same `search` signature.
+can be added behind the indexes' same `search` signatures.
 """
 
 from __future__ import annotations
@@ -11,11 +11,8 @@ import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from registry import MemoryItem
-
-__all__ = ["Bm25", "MemoryIndex", "ScoredItem", "subwords", "tokenize"]
+__all__ = ["Bm25", "subwords", "tokenize"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Words so common in support conversations that they only add noise to the ranking.
@@ -45,36 +42,6 @@ def subwords(text: str) -> list[str]:
         if len(word) >= _SUBWORD_FROM
         for i in range(len(word) - _SUBWORD + 1)
     ]
-
-
-@dataclass(frozen=True)
-class ScoredItem:
-    item: MemoryItem
-    score: float
-
-
-class MemoryIndex:
-    """BM25 over memory items' content, by words, else by subwords; built once per memory
-    snapshot, searched per request.
-
-    Args:
-        k1: term-frequency saturation; b: length normalisation (the usual 1.2 and 0.75).
-    """
-
-    def __init__(self, items: Sequence[MemoryItem], *, k1: float = 1.2, b: float = 0.75) -> None:
-        self._items = list(items)
-        self._words = Bm25([tokenize(item.content) for item in self._items], k1, b)
-        self._subwords = Bm25([subwords(item.content) for item in self._items], k1, b)
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def search(self, query: str, k: int) -> list[ScoredItem]:
-        """The top `k` items with a positive score, best first; ties keep index order."""
-        if k <= 0:
-            return []
-        ranked = self._words.ranked(tokenize(query)) or self._subwords.ranked(subwords(query))
-        return [ScoredItem(self._items[i], score) for score, i in ranked[:k]]
 
 
 class Bm25:

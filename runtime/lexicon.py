@@ -1,5 +1,9 @@
 """A curated lexicon of what users (and agents) say after an answer, in 26 languages.
 
+The gateway's cheap check on its hot path (`says_wrong`, `proxy/signals.py`) and the control
+plane's reading of a window's follow-ups (`cues`, `evolution/followups/`) share it, so both
+hear the same words.
+
 No model and no download: a table of phrasings per language and cue, compiled once into one
 pattern per cue. The cues are the ways a follow-up says an answer did not do:
 

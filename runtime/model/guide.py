@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from atdp.tool_text import ToolCallGuide
-from evolution.lm.tokens import TokenTable
+from runtime.model.tokens import TokenTable
 
 __all__ = ["ToolCallGuides"]
 

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from evolution.lm.step import ForwardStep, cache_of
+from runtime.model.step import ForwardStep, cache_of
 
 
 class Transformers5:
