@@ -16,12 +16,12 @@ console = Console()
 
 
 def demo(
-    rounds: int = typer.Option(6, "--rounds", min=1, max=6, help="Play the first N rounds."),
+    rounds: int = typer.Option(7, "--rounds", min=1, max=7, help="Play the first N rounds."),
     only: list[str] = typer.Option(
         [],
         "--only",
         help="Play only these rounds (repeatable): memory, tool_schema, harness, "
-        "weights, gate, rollback.",
+        "weights, gate, rollback, review.",
     ),
     seed: int = typer.Option(0, "--seed", help="Seeds the customers and the model's sampling."),
     keep_up: bool = typer.Option(

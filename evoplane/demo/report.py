@@ -63,20 +63,34 @@ def facts(rows: Sequence[EvolutionRow]) -> list[Fact]:
             if row.expected in {"replay", "shadow", "canary"}:
                 found.append(_stopped(row))
             continue
-        found.append(
-            Fact(
-                f"{row.round}: diagnosed as {row.expected}",
-                row.action == row.expected,
-                f"chose {row.action}",
-                expected=f"the policy to choose {row.expected}",
-                why=_first_sentence(row.reason),
+        if row.reviewed is None:
+            found.append(
+                Fact(
+                    f"{row.round}: diagnosed as {row.expected}",
+                    row.action == row.expected,
+                    f"chose {row.action}",
+                    expected=f"the policy to choose {row.expected}",
+                    why=_first_sentence(row.reason),
+                )
             )
-        )
+        else:
+            found.append(_relabelled(row))
         if row.action == "rollback":
             found.append(_rolled_back(row))
         elif row.outcome == "promoted" or row.expected != "noop":
             found.append(_improved(row))
     return found
+
+
+def _relabelled(row: EvolutionRow) -> Fact:
+    """The evolution after a person labelled what the one before it queued for review."""
+    return Fact(
+        f"{row.round}: diagnosed as {row.expected} once a person labelled the queue",
+        bool(row.reviewed) and row.action == row.expected,
+        f"{row.reviewed} corrections labelled, then chose {row.action}",
+        expected=f"queued corrections labelled and the policy to choose {row.expected}",
+        why=_first_sentence(row.reason),
+    )
 
 
 def _stopped(row: EvolutionRow) -> Fact:
@@ -178,6 +192,8 @@ def _verdict(row: EvolutionRow) -> str:
 
 def _lines(row: EvolutionRow) -> list[tuple[str, str]]:
     lines = [("drift", _escape(row.drift))]
+    if row.reviewed is not None:
+        lines.append(("review", f"a person labelled {row.reviewed} queued corrections first"))
     if row.signals:
         lines.append(("signals", _escape(_signals(row))))
     lines.append(("decision", _decision(row)))

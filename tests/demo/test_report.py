@@ -171,3 +171,18 @@ def test_the_summary_and_the_claims_fit_80_columns() -> None:
     assert "because canary gate marginal" in missed[0] and "has 416" in missed[0]
     shown = [line for line in lines if not line.startswith("✗")]
     assert all(len(line) <= 80 for line in shown)
+
+
+@pytest.mark.parametrize(
+    ("reviewed", "action", "shown"),
+    [(15, "memory", True), (0, "memory", False), (15, "harness", False)],
+)
+def test_the_review_round_claims_a_decision_made_on_a_persons_labels(
+    reviewed: int, action: str, shown: bool
+) -> None:
+    row = _promoted(0.6, 0.8)
+    row.round, row.expected, row.action, row.reviewed = "review", "memory", action, reviewed
+    (diagnosed, _improved) = facts([row])
+    assert diagnosed.claim == "review: diagnosed as memory once a person labelled the queue"
+    assert diagnosed.shown is shown
+    assert f"{reviewed} corrections labelled, then chose {action}" in diagnosed.detail
