@@ -23,7 +23,7 @@ different trace in the traffic, which the control plane's window analysis reads:
 7. review: Globex starts shipping to Norway; its customers do not correct the agent's answer,
    they tell of their own parcels ("My sister in Oslo gets her orders from you all the
    time."). No reading of the words alone can tell that from a customer's own circumstance,
-   so the policy does not act on them and the evolution queues them for a person; a
+   so the evolution leaves the agent as it was and queues them for a person; a
    support lead at Globex labels each with the policy it shows, and the next evolution
    acts on the labels (memory).
 
