@@ -35,7 +35,7 @@ def demo(
     ),
     data_dir: Path | None = typer.Option(None, help="Data directory [env: EVOPLANE_DATA_DIR]."),
 ) -> None:
-    """Run the demo: four shops' support bot drifts and Evoplane evolves it (about 5-8 min)."""
+    """Run the demo: four shops' support bot drifts and Evoplane evolves it (about 6-10 min)."""
     from evoplane.demo.drifts import by_name
     from evoplane.demo.report import facts, print_facts, round_block, summary
     from evoplane.demo.runner import run_demo
