@@ -42,7 +42,7 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 		$(BIN)/python -c "$(WARM_CONTROL)" && wait $$warm
 	touch $@
 
-run: install  ## the main job: the demo on the embedded stack (about 5 to 8 min on 2 cores, docs/demo.md)
+run: install  ## the main job: the demo on the embedded stack (about 6 to 10 min on 2 cores, docs/demo.md)
 	$(BIN)/evoplane demo
 
 up: install  ## the embedded stack in the foreground (Ctrl-C stops it)

@@ -16,12 +16,12 @@ console = Console()
 
 
 def demo(
-    rounds: int = typer.Option(6, "--rounds", min=1, max=6, help="Play the first N rounds."),
+    rounds: int = typer.Option(7, "--rounds", min=1, max=7, help="Play the first N rounds."),
     only: list[str] = typer.Option(
         [],
         "--only",
         help="Play only these rounds (repeatable): memory, tool_schema, harness, "
-        "weights, gate, rollback.",
+        "weights, gate, rollback, review.",
     ),
     seed: int = typer.Option(0, "--seed", help="Seeds the customers and the model's sampling."),
     keep_up: bool = typer.Option(
@@ -35,7 +35,7 @@ def demo(
     ),
     data_dir: Path | None = typer.Option(None, help="Data directory [env: EVOPLANE_DATA_DIR]."),
 ) -> None:
-    """Run the demo: four shops' support bot drifts and Evoplane evolves it (about 5-8 min)."""
+    """Run the demo: four shops' support bot drifts and Evoplane evolves it (about 6-10 min)."""
     from evoplane.demo.drifts import by_name
     from evoplane.demo.report import facts, print_facts, round_block, summary
     from evoplane.demo.runner import run_demo

@@ -20,6 +20,12 @@ different trace in the traffic, which the control plane's window analysis reads:
 6. rollback: a person hot-fixes the instructions (shorter, so cheaper) and skips the gates;
    the facts the old instructions held are gone and rewards fall below the parent's: a
    regression after a promotion (rollback).
+7. review: Globex starts shipping to Norway; its customers do not correct the agent's answer,
+   they tell of their own parcels ("My sister in Oslo gets her orders from you all the
+   time."). No reading of the words alone can tell that from a customer's own circumstance,
+   so the evolution leaves the agent as it was and queues them for a person; a
+   support lead at Globex labels each with the policy it shows, and the next evolution
+   acts on the labels (memory).
 
 Each round's traffic keeps the same steady base (usual tool requests and questions), so the
 workload mix moves only by the round's own scenario. A drift starts the moment the round
@@ -39,7 +45,7 @@ from evoplane.demo.world import COMPANIES, Intent, intents_of
 __all__ = ["ROUNDS", "Round", "by_name"]
 
 ALL = tuple(COMPANIES)
-Plan = Literal["policy", "cost_cut", "hotfix"]
+Plan = Literal["policy", "cost_cut", "hotfix", "review"]
 
 
 def _requests(words: str, weight: float, tenants: tuple[str, ...] = ALL):
@@ -67,6 +73,7 @@ _BASE = (
 )
 _HOLIDAY = ("acme",)
 _INVOICE = ("initech", "umbrella")
+_NORWAY = ("globex",)
 
 
 @dataclass(frozen=True)
@@ -78,7 +85,9 @@ class Round:
             person's candidate, the gate that should stop it.
         plan: "policy" lets the control plane decide; "cost_cut" evaluates a person's
             candidate through the gates; "hotfix" promotes a person's candidate with the
-            gates skipped, then lets the control plane decide.
+            gates skipped, then lets the control plane decide; "review" lets the control
+            plane decide, has a person label what it queued for review, then lets it
+            decide again.
     """
 
     name: str
@@ -180,6 +189,14 @@ ROUNDS: tuple[Round, ...] = (
         # The policy needs 30 rewards on each side of the promotion (its default); 34
         # tickets left one side at 28 in a clean run, which then chose noop.
         window=1.3,
+    ),
+    Round(
+        name="review",
+        drift="Globex starts shipping to Norway; customers tell of their own parcels",
+        expected="memory",
+        plan="review",
+        mix=(*_BASE, _question("shipping", _NORWAY, 0.35, "tell")),
+        scenario=("shipping question",),
     ),
 )
 

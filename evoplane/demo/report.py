@@ -63,20 +63,55 @@ def facts(rows: Sequence[EvolutionRow]) -> list[Fact]:
             if row.expected in {"replay", "shadow", "canary"}:
                 found.append(_stopped(row))
             continue
-        found.append(
-            Fact(
-                f"{row.round}: diagnosed as {row.expected}",
-                row.action == row.expected,
-                f"chose {row.action}",
-                expected=f"the policy to choose {row.expected}",
-                why=_first_sentence(row.reason),
+        if row.expected == "noop":
+            found.append(_unchanged(row))
+        elif row.reviewed is None:
+            found.append(
+                Fact(
+                    f"{row.round}: diagnosed as {row.expected}",
+                    row.action == row.expected,
+                    f"chose {row.action}",
+                    expected=f"the policy to choose {row.expected}",
+                    why=_first_sentence(row.reason),
+                )
             )
-        )
+        else:
+            found.append(_relabelled(row))
         if row.action == "rollback":
             found.append(_rolled_back(row))
         elif row.outcome == "promoted" or row.expected != "noop":
             found.append(_improved(row))
     return found
+
+
+def as_expected(row: EvolutionRow) -> bool:
+    """The policy did what the round expects. An evolution expected to change nothing did
+    so when the agent is as it was, whatever it tried: a change chosen on thin evidence
+    whose candidate came to nothing leaves the agent as a noop does."""
+    if row.expected == "noop":
+        return row.outcome != "promoted" and row.stable_after == row.stable_before
+    return row.action == row.expected
+
+
+def _unchanged(row: EvolutionRow) -> Fact:
+    return Fact(
+        f"{row.round}: the agent is left as it was",
+        as_expected(row),
+        f"chose {row.action}, {row.outcome}; stable {row.stable_before} -> {row.stable_after}",
+        expected=f"no promotion and stable to stay {row.stable_before}",
+        why=_first_sentence(row.reason),
+    )
+
+
+def _relabelled(row: EvolutionRow) -> Fact:
+    """The evolution after a person labelled what the one before it queued for review."""
+    return Fact(
+        f"{row.round}: diagnosed as {row.expected} once a person labelled the queue",
+        bool(row.reviewed) and row.action == row.expected,
+        f"{row.reviewed} corrections labelled, then chose {row.action}",
+        expected=f"queued corrections labelled and the policy to choose {row.expected}",
+        why=_first_sentence(row.reason),
+    )
 
 
 def _stopped(row: EvolutionRow) -> Fact:
@@ -148,7 +183,7 @@ def summary(rows: Sequence[EvolutionRow], title: str) -> RenderableType:
     grid.add_column("outcome", overflow="fold")
     grid.add_column("reward", no_wrap=True)
     for row in rows:
-        mark = "" if row.forced else (" ✓" if row.action == row.expected else " ✗")
+        mark = "" if row.forced else (" ✓" if as_expected(row) else " ✗")
         decision = f"{row.action or '?'}{mark}" + (" (person)" if row.forced else "")
         grid.add_row(
             row.round,
@@ -172,12 +207,15 @@ def _verdict(row: EvolutionRow) -> str:
     outcome = _outcome_words(row)
     if row.forced:
         return f"a person's {row.action} candidate: {outcome}"
-    mark = "[green]✓[/green]" if row.action == row.expected else "[red]✗[/red]"
-    return f"chose {row.action} {mark} (expected {row.expected}): {outcome}"
+    mark = "[green]✓[/green]" if as_expected(row) else "[red]✗[/red]"
+    expected = "no change" if row.expected == "noop" else row.expected
+    return f"chose {row.action} {mark} (expected {expected}): {outcome}"
 
 
 def _lines(row: EvolutionRow) -> list[tuple[str, str]]:
     lines = [("drift", _escape(row.drift))]
+    if row.reviewed is not None:
+        lines.append(("review", f"a person labelled {row.reviewed} queued corrections first"))
     if row.signals:
         lines.append(("signals", _escape(_signals(row))))
     lines.append(("decision", _decision(row)))

@@ -31,6 +31,8 @@ class EvolutionRow:
     reward_after: float | None = None
     scenario_before: float | None = None
     scenario_after: float | None = None
+    # The corrections of its window a person labelled before it began (None: no one was asked).
+    reviewed: int | None = None
     temporal_url: str | None = None
     mlflow_url: str | None = None
     seconds: float = 0.0

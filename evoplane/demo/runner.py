@@ -35,6 +35,7 @@ __all__ = ["MODEL_DIR", "DemoError", "run_demo"]
 
 MODEL_DIR = Path(__file__).parent / "model"
 COST_CAP = 24  # tokens
+REVIEWER = "lea (support lead)"
 _LIVE_STAGES = {"shadow", "canary"}
 
 
@@ -161,6 +162,8 @@ class _Demo:
             self.platform.release = max(self.platform.release, round_.release)
             if round_.plan == "hotfix":
                 found = self._hotfix_round(round_)
+            elif round_.plan == "review":
+                found = self._review_round(round_)
             else:
                 found = [self._round(round_)]
             for row in found:
@@ -229,6 +232,34 @@ class _Demo:
         second.reward_after = self._served_reward(recovered, second.stable_after)
         second.scenario_after = _success(recovered, round_.scenario)
         return [first, second]
+
+    def _review_round(self, round_: Round) -> list[EvolutionRow]:
+        """The policy's evolution, a person's labels of what it queued, and its next one."""
+        start = datetime.now(UTC)
+        before = self._play(round_, self._window_tickets(round_), round_.drift)
+        first = self._evolve(round_, self._options(round_, start), before, expected="noop")
+        labelled = self._label_queue(round_)
+        # The same window: the labels are on its trajectories.
+        second = self._evolve(round_, self._options(round_, start), before)
+        second.reviewed = labelled
+        return [first, second]
+
+    def _label_queue(self, round_: Round) -> int:
+        """A support lead who knows the shop's policies works through the corrections the
+        control plane could not read: each customer's story labelled with the policy it
+        shows (`missing_fact`, the policy as the note); one that shows none is skipped.
+        Returns how many were labelled."""
+        self.reporter.stage(f"{round_.name}: {REVIEWER} reviews the queued corrections")
+        queue = self.control.review(self.agent, kind="correction", limit=500)
+        labelled = 0
+        for item in queue["items"]:
+            fact = world.told_fact(item["body"].get("text", ""))
+            if fact is None:
+                self.control.skip(item["id"], REVIEWER, "not about our policies")
+                continue
+            self.control.label(item["id"], REVIEWER, "missing_fact", note=fact.line)
+            labelled += 1
+        return labelled
 
     def _served_reward(self, tickets: list[Outcome], version: str | None) -> float | None:
         return self._mean_reward([o.trajectory_id for o in tickets if o.version == version])

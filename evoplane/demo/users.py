@@ -3,10 +3,10 @@
 A customer opens a ticket of some kind (a tool request in usual or new-wave words, or a
 question), reads the agent's answer and reacts as people do: accepts a right one (thumbs
 up), presses "wrong tool" and "try again" after a wrong tool (up to three tries), corrects
-a missing fact (in the conversation, "No, ...", or with the correction box), or reports an
-answer that breaks the shop's policy. Every ticket is closed with its outcome. Each reaction
-is a signal the gateway records: next-turn corrections, regenerates, failed tool calls,
-explicit feedback and task outcomes.
+a missing fact (in the conversation, "No, ...", or with the correction box), tells of their
+own experience instead, or reports an answer that breaks the shop's policy. Every ticket is
+closed with its outcome. Each reaction is a signal the gateway records: next-turn
+corrections, regenerates, failed tool calls, explicit feedback and task outcomes.
 """
 
 from __future__ import annotations
@@ -25,8 +25,10 @@ __all__ = ["MAX_TRIES", "Customer", "Outcome", "TicketKind"]
 
 MAX_TRIES = 3
 # How customers report a question the agent could not answer: they supply the fact
-# (a missing fact), flag the answer as against the shop's policy, or just say it was bad.
-Report = Literal["correct", "policy", "thumbs"]
+# (a missing fact), flag the answer as against the shop's policy, tell their own story in
+# the correction box (which says the fact only to a person who knows the shop), or just
+# say it was bad.
+Report = Literal["correct", "policy", "tell", "thumbs"]
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,8 @@ class Customer:
                 agent.answer(conversation, fact.correction, seed=seed + 1)
             else:
                 agent.correct(reply, fact.correction)
+        elif kind.report == "tell":
+            agent.correct(reply, self.rng.choice(fact.told))
         elif kind.report == "policy":
             agent.flag(reply, "policy", correction=fact.line)
         else:

@@ -31,6 +31,7 @@ __all__ = [
     "Fact",
     "Intent",
     "agent_system",
+    "told_fact",
     "tools_of",
 ]
 
@@ -152,12 +153,16 @@ class Fact:
     """A fact line and the questions it answers.
 
     `line` is exactly what users write after "No, " when they correct the agent, so the
-    memory operator distils it word for word, and what a right answer says.
+    memory operator distils it word for word, and what a right answer says. `told` is what
+    customers who know the fact from their own experience write instead: their own
+    circumstances, which say the fact to a person who knows the shop and to no reading of
+    the words alone (the review round's customers).
     """
 
     topic: str
     line: str
     questions: tuple[str, ...]
+    told: tuple[str, ...] = ()
 
     @property
     def correction(self) -> str:
@@ -217,6 +222,12 @@ FACTS: dict[str, Fact] = {
                 "Can you send my order abroad?",
                 "Do you deliver outside the EU?",
             ),
+            (
+                "My sister in Oslo gets her orders from you all the time.",
+                "My last parcel from you reached Bergen in three days.",
+                "I have had three orders delivered to my flat in Norway.",
+                "My cousin in Tromsø ordered a kettle from you last month.",
+            ),
         ),
         Fact(
             "warranty",
@@ -230,6 +241,12 @@ FACTS: dict[str, Fact] = {
         ),
     )
 }
+
+
+def told_fact(text: str) -> Fact | None:
+    """The fact a customer's own story says, as a person who knows the shop reads it."""
+    return next((fact for fact in FACTS.values() if text in fact.told), None)
+
 
 # What the agent says when no fact in its context answers a question, and how it
 # acknowledges a correction.

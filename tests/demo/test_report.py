@@ -171,3 +171,38 @@ def test_the_summary_and_the_claims_fit_80_columns() -> None:
     assert "because canary gate marginal" in missed[0] and "has 416" in missed[0]
     shown = [line for line in lines if not line.startswith("✗")]
     assert all(len(line) <= 80 for line in shown)
+
+
+@pytest.mark.parametrize(
+    ("reviewed", "action", "shown"),
+    [(15, "memory", True), (0, "memory", False), (15, "harness", False)],
+)
+def test_the_review_round_claims_a_decision_made_on_a_persons_labels(
+    reviewed: int, action: str, shown: bool
+) -> None:
+    row = _promoted(0.6, 0.8)
+    row.round, row.expected, row.action, row.reviewed = "review", "memory", action, reviewed
+    (diagnosed, _improved) = facts([row])
+    assert diagnosed.claim == "review: diagnosed as memory once a person labelled the queue"
+    assert diagnosed.shown is shown
+    assert f"{reviewed} corrections labelled, then chose {action}" in diagnosed.detail
+
+
+@pytest.mark.parametrize(
+    ("action", "outcome", "stable_after", "shown"),
+    [
+        ("noop", "noop", "v1", True),
+        ("harness", "noop", "v1", True),  # chose a change whose candidate came to nothing
+        ("harness", "promoted", "v2", False),
+        ("rollback", "rolled_back", "v0", False),
+    ],
+)
+def test_an_evolution_expected_to_change_nothing_is_judged_by_the_agent_it_leaves(
+    action: str, outcome: str, stable_after: str, shown: bool
+) -> None:
+    row = EvolutionRow("review", "d", "noop", "e1", action=action, outcome=outcome)
+    row.stable_before, row.stable_after = "v1", stable_after
+    (unchanged, *rest) = facts([row])
+    assert unchanged.claim == "review: the agent is left as it was"
+    assert unchanged.shown is shown
+    assert f"chose {action}, {outcome}; stable v1 -> {stable_after}" in unchanged.detail

@@ -44,6 +44,7 @@ def test_every_round_asks_what_its_shops_can_do() -> None:
         "weights",
         "gate",
         "rollback",
+        "review",
     ]
     for round_ in ROUNDS:
         labels = {kind.label for kind, _ in round_.mix}
@@ -63,6 +64,22 @@ def test_a_correction_distils_to_the_fact_line_the_model_says() -> None:
     for fact in FACTS.values():
         assert fact_text(fact.correction) == fact.line
         assert topic(fact.correction) == topic(fact.line)
+
+
+def test_a_customers_story_reads_as_unsure_until_a_person_names_its_fact() -> None:
+    """The review round's premise: no reading of the words alone finds the fact in what its
+    customers tell (so the evolution queues it), and the reviewer's note does."""
+    from evolution.corrections.classify import CorrectionKind, classify
+    from evolution.memory.distil import fact_text
+
+    told = [(fact, story) for fact in FACTS.values() for story in fact.told]
+    assert told, "some fact's customers tell stories"
+    for fact, story in told:
+        assert classify(story) is CorrectionKind.OTHER, story
+        assert world.told_fact(story) is fact
+        assert classify(fact.line) is CorrectionKind.MISSING_FACT
+        assert fact_text(fact.line) == fact.line
+    assert world.told_fact(FACTS["holiday"].correction) is None
 
 
 def test_warm_start_data_is_what_the_gateway_would_send() -> None:
