@@ -1,10 +1,11 @@
 """A shortened demo end to end, on the real stack: Temporal dev server, PostgreSQL, MLflow, and
 the gateway, worker and control API processes `evoplane up` runs.
 
-Four rounds at the CI scale (less traffic, lower thresholds): a missing fact and a changed
+Five rounds at the CI scale (less traffic, lower thresholds): a missing fact and a changed
 tool argument each diagnosed as their surface and promoted with a better reward, a person's
-cost cut stopped by the canary with stable unchanged, and a gate-skipping hotfix that
-regresses, rolled back by the policy.
+cost cut stopped by the canary with stable unchanged, a gate-skipping hotfix that regresses,
+rolled back by the policy, and customers' stories no reading can place, queued for a person
+whose labels make the next evolution add the fact.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from evoplane.demo.runner import run_demo
 from evoplane.demo.scale import SMALL
 from evoplane.demo.stack import stack
 from evoplane.settings import Settings
+from registry import ReviewKind, ReviewStatus, create_db_engine, list_review_items, transaction
 
-pytestmark = [pytest.mark.temporal, pytest.mark.slow, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.temporal, pytest.mark.slow, pytest.mark.timeout(600)]
 
-ROUNDS = ["memory", "tool_schema", "gate", "rollback"]
+ROUNDS = ["memory", "tool_schema", "gate", "rollback", "review"]
 
 
 def play(settings: Settings) -> DemoResult:
@@ -56,6 +58,18 @@ async def test_a_short_demo_shows_every_claim_on_the_real_stack(stack_settings: 
     assert rollback.stable_before == hotfix.candidate
     assert rollback.stable_after == hotfix.stable_before
     assert rollback.reward_after > rollback.reward_before
+
+    looked, relabelled = rows["review"]
+    assert looked.outcome != "promoted" and looked.stable_after == looked.stable_before
+    assert relabelled.reviewed and relabelled.action == "memory", relabelled.reason
+    assert relabelled.outcome == "promoted" and relabelled.stable_after == relabelled.candidate
+    engine = create_db_engine(stack_settings.registry_url)
+    with transaction(engine) as session:  # the person's labels, on the queue's items
+        labelled = list_review_items(
+            session, agent=result.agent, status=ReviewStatus.LABELLED, kind=ReviewKind.CORRECTION
+        )
+    engine.dispose()
+    assert len(labelled) == relabelled.reviewed
 
     # Every evolution is a workflow in Temporal and a run in MLflow with its decision.
     for row in result.rows:
