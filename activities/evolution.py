@@ -22,6 +22,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.deployment import DeploymentError, deploy_weights
+from activities.evidence import read_window
 from activities.heartbeat import beating
 from activities.models import (
     AliasChange,
@@ -45,7 +46,7 @@ from activities.models import (
 from activities.replay_gate import ReplayGate
 from activities.review import keep_fixed_failures
 from atdp import utcnow
-from evolution.analysis import measure_window, read_window
+from evolution.analysis import measure_window
 from evolution.corrections import CorrectionJudge, judge_with
 from evolution.decision import Action, DecisionRecord, decide
 from evolution.gates import GateConfig, GateResult, Question, judge, question_for

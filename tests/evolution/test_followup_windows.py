@@ -8,8 +8,9 @@ from __future__ import annotations
 import random
 from datetime import timedelta
 
+from activities.evidence import read_window
 from atdp import ChatMessage, EventKind, MessageAction, Observation, utcnow
-from evolution.analysis import analyse_window
+from evolution.analysis import measure_window
 from evolution.corrections import CorrectionKind, correction_groups, window_corrections
 from evolution.decision import Action, decide
 from evolution.replay.cases import recorded_cases
@@ -83,7 +84,7 @@ def test_a_window_whose_only_evidence_is_follow_ups_is_a_failing_window_with_a_f
 ) -> None:
     base = two_turn_denials(engine)
     with transaction(engine) as session:
-        stats = analyse_window(session, window(engine, base))
+        stats = measure_window(read_window(session, window(engine, base)))
         cases = recorded_cases(session, window(engine, base))
 
     assert stats.task_success.rate == 0.0 and stats.success_evidence == {"follow_up": 24}
@@ -124,7 +125,7 @@ def test_users_asking_back_for_what_the_answer_left_out_call_for_the_harness(eng
     store(engine, trajectories, rec.events)
 
     with transaction(engine) as session:
-        stats = analyse_window(session, window(engine, base))
+        stats = measure_window(read_window(session, window(engine, base)))
         cases = recorded_cases(session, window(engine, base))
 
     top = stats.failures[0]

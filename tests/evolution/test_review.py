@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from activities.evidence import read_window
 from atdp import CategoricalValue, MessageAction, RewardSource, utcnow
-from evolution.analysis import analyse_window
+from evolution.analysis import measure_window
 from evolution.corrections import CorrectionKind, window_corrections
 from evolution.corrections.reviewed import REVIEWED_KIND
 from evolution.decision import Action, PolicyConfig, decide
@@ -89,7 +90,7 @@ def test_a_reviewers_reading_of_unsure_corrections_changes_the_next_decision(eng
     window = unsure_window(engine)
     policy = PolicyConfig(min_trajectories=5, min_cluster_trajectories=5)
     with transaction(engine) as session:
-        before = decide(analyse_window(session, window), policy)
+        before = decide(measure_window(read_window(session, window)), policy)
         drafts = correction_drafts(AGENT, window_corrections(session, window))
         items = queue_review_items(session, drafts)
     assert before.action is not Action.MEMORY
@@ -101,7 +102,7 @@ def test_a_reviewers_reading_of_unsure_corrections_changes_the_next_decision(eng
             add_rewards(session, effects.rewards)
             add_rewards(session, effects.rewards)  # a retried label adds nothing
     with transaction(engine) as session:
-        after = decide(analyse_window(session, window), policy)
+        after = decide(measure_window(read_window(session, window)), policy)
         read = window_corrections(session, window)
         assert correction_drafts(AGENT, read) == []  # read now: nothing left to ask
     assert after.action is Action.MEMORY and after.target.trajectories == 8

@@ -14,8 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from activities.evidence import read_window
 from atdp import EventKind, Observation, ToolSpec, utcnow
-from evolution.analysis import analyse_window
+from evolution.analysis import measure_window
 from evolution.decision import Action, DecisionRecord
 from evolution.operators import OperatorError
 from evolution.tool_schema import (
@@ -72,7 +73,7 @@ def propose(engine, key: str, **options):
     """Analyse the window, aim a decision at cluster `key`, and run the operator."""
     spec = WindowSpec(agent=AGENT, since=utcnow() - 2 * HOUR)
     with transaction(engine) as session:
-        stats = analyse_window(session, spec)
+        stats = measure_window(read_window(session, spec))
         target = next(
             c for c in stats.failures if c.kind is FailureKind.TOOL_ARGUMENT and c.key == key
         )
@@ -312,7 +313,7 @@ def test_renaming_is_an_option(engine) -> None:
     spec = WindowSpec(agent=AGENT, since=utcnow() - 2 * HOUR)
     operator = tool_schema_operator(ToolSchemaConfig(rename=False))
     with transaction(engine) as session:
-        stats = analyse_window(session, spec)
+        stats = measure_window(read_window(session, spec))
         target = next(c for c in stats.failures if c.key == "lookup_order.id:validation_error")
         decision = DecisionRecord(
             action=Action.TOOL_SCHEMA,

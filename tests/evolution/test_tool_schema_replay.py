@@ -20,9 +20,10 @@ from typing import Any
 
 import jsonschema
 
+from activities.evidence import read_window
 from activities.replay_gate import ReplayGate
 from atdp import ToolOverride, utcnow
-from evolution.analysis import analyse_window
+from evolution.analysis import measure_window
 from evolution.decision import Action, DecisionRecord
 from evolution.gates import GateConfig, GateResult, Verdict
 from evolution.operators import Candidate
@@ -97,7 +98,7 @@ def build_candidate(
 ) -> tuple[AgentVersion, AgentVersion, Candidate]:
     """Analyse the training window, aim at the format cluster, and register the candidate."""
     with transaction(live.engine) as session:
-        stats = analyse_window(session, training)
+        stats = measure_window(read_window(session, training))
         (cluster,) = [c for c in stats.failures if c.kind is FailureKind.TOOL_ARGUMENT]
         decision = DecisionRecord(
             action=Action.TOOL_SCHEMA,

@@ -10,8 +10,9 @@ import pytest
 
 import evolution.window
 import registry.windows
+from activities.evidence import read_window
 from atdp import Traffic, utcnow
-from evolution.analysis import analyse_window
+from evolution.analysis import measure_window
 from evolution.decision import Action
 from evolution.memory.operator import memory_operator
 from evolution.operators import OperatorError
@@ -60,7 +61,7 @@ def _readers(session, spec: WindowSpec, stable: str) -> dict[str, Callable[[], o
     memory = decision_for(spec, Action.MEMORY)
     tools = decision_for(spec, Action.TOOL_SCHEMA, _TOOL_ARGUMENT)
     return {
-        "analysis": lambda: analyse_window(session, spec, now=NOW),
+        "analysis": lambda: measure_window(read_window(session, spec, now=NOW)),
         "replay cases": lambda: recorded_cases(session, spec),
         "memory operator": lambda: memory_operator().run(session, parent, memory, spec),
         "tool-schema operator": lambda: tool_schema_operator().run(session, parent, tools, spec),
