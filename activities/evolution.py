@@ -22,7 +22,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.deployment import DeploymentError, deploy_weights
-from activities.evidence import read_window
+from activities.evidence import canary_traffic, read_window, shadow_traffic
 from activities.heartbeat import beating
 from activities.models import (
     AliasChange,
@@ -414,12 +414,11 @@ class EvolutionActivities:
         baseline, candidate = request.baseline_version, request.candidate_version
         with transaction(self.engine) as session:
             if request.gate == "shadow":
-                metrics = shadow_metrics(session, window, baseline, candidate)
+                metrics = shadow_metrics(shadow_traffic(session, window, baseline, candidate))
             else:
                 settled = _settled_before(request.config)
-                metrics = canary_metrics(
-                    session, window, baseline, candidate, settled_before=settled
-                )
+                traffic = canary_traffic(session, window, baseline, candidate)
+                metrics = canary_metrics(traffic, settled_before=settled)
         return judge(
             request.gate,
             metrics,
@@ -439,10 +438,7 @@ class EvolutionActivities:
             running = running_evolution(session, watch.agent)
             window = WindowSpec(agent=watch.agent, tenants=watch.tenants, since=watch.since)
             metrics = canary_metrics(
-                session,
-                window,
-                watch.parent,
-                watch.stable,
+                canary_traffic(session, window, watch.parent, watch.stable),
                 settled_before=_settled_before(watch.gate),
             )
         result = judge("holdback", metrics, watch.gate, question=Question.NON_INFERIORITY)
