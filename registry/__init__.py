@@ -56,6 +56,7 @@ from registry.export import (
     export_records,
     export_start,
     purge_expired,
+    training_records,
 )
 from registry.mcp_servers import (
     McpServer,
@@ -360,6 +361,7 @@ __all__ = [
     "tenant_agents",
     "tenant_policy_history",
     "tool_call_records",
+    "training_records",
     "transaction",
     "unscored_trajectories",
     "unseal_event",
