@@ -43,6 +43,7 @@ from activities.models import (
     RollbackResult,
     StageRecord,
 )
+from activities.operators import tool_schema_operator
 from activities.replay_gate import ReplayGate
 from activities.review import keep_fixed_failures
 from atdp import utcnow
@@ -55,7 +56,6 @@ from evolution.operators import Candidate, Operator, OperatorError
 from evolution.samples import canary_metrics, shadow_metrics
 from evolution.settings import EvolutionSettings
 from evolution.skills.operator import skill_operator
-from evolution.tool_schema import tool_schema_operator
 from evolution.window import WindowSpec
 from registry import (
     Alias,

@@ -15,16 +15,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from activities.evidence import read_window
+from activities.operators import tool_schema_operator
 from atdp import EventKind, Observation, ToolSpec, utcnow
 from evolution.analysis import measure_window
 from evolution.decision import Action, DecisionRecord
 from evolution.operators import OperatorError
-from evolution.tool_schema import (
-    ToolSchemaConfig,
-    infer_pattern,
-    infer_rules,
-    tool_schema_operator,
-)
+from evolution.tool_schema import ToolSchemaConfig, infer_pattern, infer_rules
 from evolution.window import FailureKind, WindowSpec
 from registry import get_version, register_version, transaction
 from runtime.version.overlays import apply_overlays, restore_response

@@ -1,0 +1,10 @@
+"""The operators as the build activity runs them: each one's evidence read from the
+registry, its plain proposal (`evolution`), and what it stores (memory items).
+
+`Operator` (`evolution.operators`) pairs the halves; the activity runs them apart, the
+evidence read in one transaction and the proposal written in another.
+"""
+
+from activities.operators.tool_schema import tool_schema_operator
+
+__all__ = ["tool_schema_operator"]
