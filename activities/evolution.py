@@ -43,7 +43,7 @@ from activities.models import (
     RollbackResult,
     StageRecord,
 )
-from activities.operators import tool_schema_operator
+from activities.operators import make_harness_operator, tool_schema_operator
 from activities.replay_gate import ReplayGate
 from activities.review import keep_fixed_failures
 from atdp import utcnow
@@ -325,8 +325,6 @@ class EvolutionActivities:
         the decision's evidence comes from, so memory and tool schemas apply as they would
         for that tenant; the version's own harness is left out (the program brings one).
         """
-        from evolution.harness import make_harness_operator
-
         with transaction(self.engine) as session:
             tenant = _evaluation_tenant(session, request)
             issued = create_api_key(session, tenant, agents=[request.agent])

@@ -5,6 +5,7 @@ registry, its plain proposal (`evolution`), and what it stores (memory items).
 evidence read in one transaction and the proposal written in another.
 """
 
+from activities.operators.harness import make_harness_operator, read_harness_cases
 from activities.operators.tool_schema import tool_schema_operator
 
-__all__ = ["tool_schema_operator"]
+__all__ = ["make_harness_operator", "read_harness_cases", "tool_schema_operator"]
