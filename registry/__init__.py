@@ -161,6 +161,8 @@ from registry.trajectories import (
     insert_events,
     list_trajectories,
     record_trajectory,
+    trajectories_holding,
+    trajectory_events,
 )
 from registry.version_diff import changed_parts, diff_versions
 from registry.versions import (
@@ -362,6 +364,8 @@ __all__ = [
     "tenant_policy_history",
     "tool_call_records",
     "training_records",
+    "trajectories_holding",
+    "trajectory_events",
     "transaction",
     "unscored_trajectories",
     "unseal_event",

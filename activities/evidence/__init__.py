@@ -6,7 +6,15 @@ reads what one step needs in as few queries as it can, and returns values: the r
 reads the registry itself (tests/test_layering.py).
 """
 
+from activities.evidence.cases import cases_of, recorded_cases
 from activities.evidence.samples import canary_traffic, shadow_traffic
 from activities.evidence.window import SAMPLE_CAP, read_window
 
-__all__ = ["SAMPLE_CAP", "canary_traffic", "read_window", "shadow_traffic"]
+__all__ = [
+    "SAMPLE_CAP",
+    "canary_traffic",
+    "cases_of",
+    "read_window",
+    "recorded_cases",
+    "shadow_traffic",
+]

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from evolution.corrections import window_corrections
+from activities.evidence import cases_of
+from evolution.corrections import correction_records
 from evolution.decision import DecisionRecord
 from evolution.harness import (
     HarnessCase,
@@ -19,7 +20,6 @@ from evolution.harness import (
 )
 from evolution.harness.operator import Optimizer
 from evolution.operators import Candidate, Operator
-from evolution.replay.cases import recorded_cases
 from evolution.settings import EvolutionSettings
 from evolution.window import WindowSpec
 from registry import (
@@ -43,10 +43,12 @@ def read_harness_cases(
 ) -> list[HarnessCase]:
     """The window's cases to learn from (`evolution.harness.harness_cases`): up to
     `per_kind` past failures and known successes, then the evaluation set's."""
+    records = correction_records(session, window)
+    corrections = records.corrections()
     events = evaluation_set_events(session, evaluation) if evaluation is not None else None
     return harness_cases(
-        recorded_cases(session, window, per_kind=per_kind),
-        window_corrections(session, window),
+        cases_of(session, records, corrections, per_kind=per_kind),
+        corrections,
         evaluation=evaluation,
         evaluation_events=events,
     )

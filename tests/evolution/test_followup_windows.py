@@ -8,12 +8,11 @@ from __future__ import annotations
 import random
 from datetime import timedelta
 
-from activities.evidence import read_window
+from activities.evidence import read_window, recorded_cases
 from atdp import ChatMessage, EventKind, MessageAction, Observation, utcnow
 from evolution.analysis import measure_window
 from evolution.corrections import CorrectionKind, correction_groups, window_corrections
 from evolution.decision import Action, decide
-from evolution.replay.cases import recorded_cases
 from evolution.window import WindowSpec
 from registry import transaction
 from tests.evolution.window_helpers import AGENT, TENANTS, Recorder, store, trajectory, world

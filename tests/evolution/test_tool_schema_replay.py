@@ -20,7 +20,7 @@ from typing import Any
 
 import jsonschema
 
-from activities.evidence import read_window
+from activities.evidence import read_window, recorded_cases
 from activities.operators import tool_schema_operator
 from activities.replay_gate import ReplayGate
 from atdp import ToolOverride, utcnow
@@ -29,7 +29,6 @@ from evolution.decision import Action, DecisionRecord
 from evolution.gates import GateConfig, GateResult, Verdict
 from evolution.operators import Candidate
 from evolution.replay import ToolOutput, action_of, replay_trajectory
-from evolution.replay.cases import recorded_cases
 from evolution.window import FailureKind, WindowSpec
 from registry import AgentVersion, register_version, set_agent_settings, transaction
 from tests.evolution.gateway_agent import AGENT, Agent, LiveGateway, live_gateway

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from activities.evidence import recorded_cases
 from atdp import (
     ChatMessage,
     Event,
@@ -28,7 +29,6 @@ from atdp import (
     new_id,
     utcnow,
 )
-from evolution.replay.cases import recorded_cases
 from evolution.rl.samples import record_prompts, recorded_prompts
 from evolution.window import WindowSpec
 from registry import (
