@@ -43,7 +43,7 @@ from activities.models import (
     RollbackResult,
     StageRecord,
 )
-from activities.operators import make_harness_operator, tool_schema_operator
+from activities.operators import make_harness_operator, memory_operator, tool_schema_operator
 from activities.replay_gate import ReplayGate
 from activities.review import keep_fixed_failures
 from atdp import utcnow
@@ -51,7 +51,6 @@ from evolution.analysis import measure_window
 from evolution.corrections import CorrectionJudge, judge_with
 from evolution.decision import Action, DecisionRecord, decide
 from evolution.gates import GateConfig, GateResult, Question, judge, question_for
-from evolution.memory.operator import memory_operator
 from evolution.operators import Candidate, Operator, OperatorError
 from evolution.samples import canary_metrics, shadow_metrics
 from evolution.settings import EvolutionSettings

@@ -20,6 +20,7 @@ from sqlmodel import select
 from activities.evidence import read_window
 from activities.evolution import EvolutionActivities
 from activities.models import DecideRequest
+from activities.operators import memory_operator
 from atdp import Harness, ModelRef, VersionSpec, utcnow
 from evolution.analysis import measure_window
 from evolution.corrections import (
@@ -32,7 +33,6 @@ from evolution.corrections import (
     read_corrections,
 )
 from evolution.decision import Action, PolicyConfig, decide
-from evolution.memory.operator import memory_operator
 from evolution.window import FailureKind, WindowSpec, trajectory_window
 from evoplane.scenarios.upstream import ModelServer
 from proxy.config import GatewayConfig

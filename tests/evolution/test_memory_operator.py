@@ -9,11 +9,11 @@ from datetime import timedelta
 import pytest
 
 from activities.evidence import read_window
+from activities.operators import memory_operator
 from atdp import utcnow
 from evolution.analysis import measure_window
 from evolution.decision import Action, DecisionRecord, PolicyConfig, decide
 from evolution.memory.distil import FactRelation, fact_text, relation
-from evolution.memory.operator import memory_operator
 from evolution.operators import Candidate, OperatorError
 from evolution.window import FailureCluster, FailureKind, WindowSpec
 from registry import (

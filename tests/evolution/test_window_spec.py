@@ -11,11 +11,10 @@ import pytest
 import evolution.window
 import registry.windows
 from activities.evidence import canary_traffic, read_window, recorded_cases, shadow_traffic
-from activities.operators import tool_schema_operator
+from activities.operators import memory_operator, tool_schema_operator
 from atdp import Traffic, utcnow
 from evolution.analysis import measure_window
 from evolution.decision import Action
-from evolution.memory.operator import memory_operator
 from evolution.operators import OperatorError
 from evolution.samples import canary_metrics
 from evolution.window import FailureKind, WindowSpec, trajectory_window
