@@ -43,7 +43,12 @@ from activities.models import (
     RollbackResult,
     StageRecord,
 )
-from activities.operators import make_harness_operator, memory_operator, tool_schema_operator
+from activities.operators import (
+    make_harness_operator,
+    memory_operator,
+    skill_operator,
+    tool_schema_operator,
+)
 from activities.replay_gate import ReplayGate
 from activities.review import keep_fixed_failures
 from atdp import utcnow
@@ -54,7 +59,6 @@ from evolution.gates import GateConfig, GateResult, Question, judge, question_fo
 from evolution.operators import Candidate, Operator, OperatorError
 from evolution.samples import canary_metrics, shadow_metrics
 from evolution.settings import EvolutionSettings
-from evolution.skills.operator import skill_operator
 from evolution.window import WindowSpec
 from registry import (
     Alias,

@@ -7,6 +7,13 @@ evidence read in one transaction and the proposal written in another.
 
 from activities.operators.harness import make_harness_operator, read_harness_cases
 from activities.operators.memory import memory_operator
+from activities.operators.skills import skill_operator
 from activities.operators.tool_schema import tool_schema_operator
 
-__all__ = ["make_harness_operator", "memory_operator", "read_harness_cases", "tool_schema_operator"]
+__all__ = [
+    "make_harness_operator",
+    "memory_operator",
+    "read_harness_cases",
+    "skill_operator",
+    "tool_schema_operator",
+]

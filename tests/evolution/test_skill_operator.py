@@ -10,11 +10,11 @@ from datetime import timedelta
 import pytest
 
 from activities.evidence import read_window
+from activities.operators import skill_operator
 from atdp import utcnow
 from evolution.analysis import measure_window
 from evolution.decision import Action, decide
 from evolution.operators import OperatorError
-from evolution.skills.operator import skill_operator
 from evolution.window import FailureKind, WindowSpec
 from registry import current_aliases, get_version, transaction
 from runtime.version.skills import SkillIndex
