@@ -7,6 +7,7 @@ reads the registry itself (tests/test_layering.py).
 """
 
 from activities.evidence.cases import cases_of, recorded_cases
+from activities.evidence.corrections import correction_records
 from activities.evidence.samples import canary_traffic, shadow_traffic
 from activities.evidence.window import SAMPLE_CAP, read_window
 
@@ -14,6 +15,7 @@ __all__ = [
     "SAMPLE_CAP",
     "canary_traffic",
     "cases_of",
+    "correction_records",
     "read_window",
     "recorded_cases",
     "shadow_traffic",

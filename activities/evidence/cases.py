@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from activities.evidence.corrections import correction_records
 from atdp import EventKind
-from evolution.corrections import CorrectionRecords, UserCorrection, correction_records
+from evolution.corrections import CorrectionRecords, UserCorrection
 from evolution.replay import RecordedTrajectory
 from evolution.replay.cases import case_verdicts, chosen_cases, recorded_trajectories
 from evolution.window import WindowSpec

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from activities.evidence import cases_of
-from evolution.corrections import correction_records
+from activities.evidence import cases_of, correction_records
 from evolution.decision import DecisionRecord
 from evolution.harness import (
     HarnessCase,

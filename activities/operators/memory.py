@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from functools import partial
 
-from evolution.corrections import CorrectionJudge, correction_records
+from activities.evidence import correction_records
+from evolution.corrections import CorrectionJudge
 from evolution.decision import DecisionRecord
 from evolution.memory.distil import DistilledFact
 from evolution.memory.operator import (

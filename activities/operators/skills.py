@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from functools import partial
 
+from activities.evidence import correction_records
 from atdp import EventKind
-from evolution.corrections import CorrectionJudge, correction_records
+from evolution.corrections import CorrectionJudge
 from evolution.decision import DecisionRecord
 from evolution.operators import Operator
 from evolution.skills.operator import SkillEvidence, propose_skill, skill_evidence

@@ -8,10 +8,10 @@ from __future__ import annotations
 import random
 from datetime import timedelta
 
-from activities.evidence import read_window, recorded_cases
+from activities.evidence import correction_records, read_window, recorded_cases
 from atdp import ChatMessage, EventKind, MessageAction, Observation, utcnow
 from evolution.analysis import measure_window
-from evolution.corrections import CorrectionKind, correction_groups, window_corrections
+from evolution.corrections import CorrectionKind, correction_groups
 from evolution.decision import Action, decide
 from evolution.window import WindowSpec
 from registry import transaction
@@ -66,7 +66,7 @@ STATED = (
 def test_a_denial_then_a_statement_in_the_next_turn_is_one_correction(engine) -> None:
     base = two_turn_denials(engine, sessions=10, wrong=1.0)
     with transaction(engine) as session:
-        found = window_corrections(session, window(engine, base))
+        found = correction_records(session, window(engine, base)).corrections()
     assert len(found) == 10  # one per trajectory, not one per message
     for correction in found:
         assert correction.text.startswith(("Das stimmt nicht.", "Nein, falsch."))
