@@ -44,6 +44,7 @@ from activities.models import (
     StageRecord,
 )
 from activities.operators import (
+    Operator,
     make_harness_operator,
     memory_operator,
     skill_operator,
@@ -56,7 +57,7 @@ from evolution.analysis import measure_window
 from evolution.corrections import CorrectionJudge, judge_with
 from evolution.decision import Action, DecisionRecord, decide
 from evolution.gates import GateConfig, GateResult, Question, judge, question_for
-from evolution.operators import Candidate, Operator, OperatorError
+from evolution.operators import Candidate, OperatorError
 from evolution.samples import canary_metrics, shadow_metrics
 from evolution.settings import EvolutionSettings
 from evolution.window import WindowSpec

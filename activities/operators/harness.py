@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from activities.evidence import cases_of, correction_records
+from activities.operators.operator import Operator
 from evolution.decision import DecisionRecord
 from evolution.harness import (
     HarnessCase,
@@ -18,7 +19,7 @@ from evolution.harness import (
     propose_harness,
 )
 from evolution.harness.operator import Optimizer
-from evolution.operators import Candidate, Operator
+from evolution.operators import Candidate
 from evolution.settings import EvolutionSettings
 from evolution.window import WindowSpec
 from registry import (

@@ -7,6 +7,7 @@ from __future__ import annotations
 from functools import partial
 
 from activities.evidence import correction_records
+from activities.operators.operator import Operator
 from evolution.corrections import CorrectionJudge
 from evolution.decision import DecisionRecord
 from evolution.memory.distil import DistilledFact
@@ -19,7 +20,7 @@ from evolution.memory.operator import (
     plan_memory,
     reinforcement,
 )
-from evolution.operators import Candidate, Operator
+from evolution.operators import Candidate
 from evolution.window import WindowSpec
 from registry import AgentVersion, Session
 from registry.memory import (

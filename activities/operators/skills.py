@@ -6,10 +6,10 @@ from __future__ import annotations
 from functools import partial
 
 from activities.evidence import correction_records
+from activities.operators.operator import Operator
 from atdp import EventKind
 from evolution.corrections import CorrectionJudge
 from evolution.decision import DecisionRecord
-from evolution.operators import Operator
 from evolution.skills.operator import SkillEvidence, propose_skill, skill_evidence
 from evolution.window import WindowSpec, trajectory_window
 from registry import AgentVersion, Session, window_events

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from functools import partial
 
+from activities.operators.operator import Operator
 from evolution.decision import DecisionRecord
-from evolution.operators import Operator
 from evolution.tool_schema import ToolSchemaConfig, propose_tool_schema, schema_target
 from evolution.tool_schema.calls import RecordedTool, recorded_tool
 from evolution.window import WindowSpec, trajectory_window
