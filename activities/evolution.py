@@ -22,6 +22,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities.deployment import DeploymentError, deploy_weights
+from activities.evidence import canary_traffic, read_window, shadow_traffic
 from activities.heartbeat import beating
 from activities.models import (
     AliasChange,
@@ -42,19 +43,23 @@ from activities.models import (
     RollbackResult,
     StageRecord,
 )
+from activities.operators import (
+    Operator,
+    make_harness_operator,
+    memory_operator,
+    skill_operator,
+    tool_schema_operator,
+)
 from activities.replay_gate import ReplayGate
 from activities.review import keep_fixed_failures
 from atdp import utcnow
-from evolution.analysis import measure_window, read_window
+from evolution.analysis import measure_window
 from evolution.corrections import CorrectionJudge, judge_with
 from evolution.decision import Action, DecisionRecord, decide
 from evolution.gates import GateConfig, GateResult, Question, judge, question_for
-from evolution.memory.operator import memory_operator
-from evolution.operators import Candidate, Operator, OperatorError
+from evolution.operators import Candidate, OperatorError
 from evolution.samples import canary_metrics, shadow_metrics
 from evolution.settings import EvolutionSettings
-from evolution.skills.operator import skill_operator
-from evolution.tool_schema import tool_schema_operator
 from evolution.window import WindowSpec
 from registry import (
     Alias,
@@ -324,8 +329,6 @@ class EvolutionActivities:
         the decision's evidence comes from, so memory and tool schemas apply as they would
         for that tenant; the version's own harness is left out (the program brings one).
         """
-        from evolution.harness import make_harness_operator
-
         with transaction(self.engine) as session:
             tenant = _evaluation_tenant(session, request)
             issued = create_api_key(session, tenant, agents=[request.agent])
@@ -413,12 +416,11 @@ class EvolutionActivities:
         baseline, candidate = request.baseline_version, request.candidate_version
         with transaction(self.engine) as session:
             if request.gate == "shadow":
-                metrics = shadow_metrics(session, window, baseline, candidate)
+                metrics = shadow_metrics(shadow_traffic(session, window, baseline, candidate))
             else:
                 settled = _settled_before(request.config)
-                metrics = canary_metrics(
-                    session, window, baseline, candidate, settled_before=settled
-                )
+                traffic = canary_traffic(session, window, baseline, candidate)
+                metrics = canary_metrics(traffic, settled_before=settled)
         return judge(
             request.gate,
             metrics,
@@ -438,10 +440,7 @@ class EvolutionActivities:
             running = running_evolution(session, watch.agent)
             window = WindowSpec(agent=watch.agent, tenants=watch.tenants, since=watch.since)
             metrics = canary_metrics(
-                session,
-                window,
-                watch.parent,
-                watch.stable,
+                canary_traffic(session, window, watch.parent, watch.stable),
                 settled_before=_settled_before(watch.gate),
             )
         result = judge("holdback", metrics, watch.gate, question=Question.NON_INFERIORITY)

@@ -28,6 +28,7 @@ from sqlalchemy.engine import Engine
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.evidence import recorded_cases
 from activities.models import ReplayGateRequest
 from evolution.evaluation import replay_cases, required_safety_cases, with_required
 from evolution.gates import GateConfig, GateResult, Verdict, judge_replay
@@ -47,7 +48,6 @@ from evolution.replay import (
     replay_window,
     tenant_simulator,
 )
-from evolution.replay.cases import recorded_cases
 from evolution.safety import SafetyCase, default_safety_suite, run_safety_suite
 from evolution.settings import EvolutionSettings
 from proxy.catalog import version_memory

@@ -20,10 +20,10 @@ from sqlalchemy.engine import Engine
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.evidence import correction_records
 from activities.heartbeat import beating
 from activities.models import ReviewReport, ReviewRequest
 from atdp import EventKind, MessageAction, utcnow
-from evolution.corrections import window_corrections
 from evolution.evaluation import fixed_failure_cases
 from evolution.memory.distil import fact_text
 from evolution.review import correction_drafts, finding_drafts, label_effects
@@ -85,7 +85,7 @@ class ReviewActivities:
         drafts: list[ReviewDraft] = []
         with beating(), transaction(self.engine) as session:
             if settings.review.corrections:
-                corrections = window_corrections(session, request.window)
+                corrections = correction_records(session, request.window).corrections()
                 drafts += [_with_answer(session, d) for d in correction_drafts(agent, corrections)]
             drafts += self.finding_drafts(session, agent, settings)
         started = utcnow()
@@ -331,7 +331,8 @@ def _corrected(
         return {}, {}
     facts: dict[str, list[str]] = {}
     words: dict[str, list[str]] = {}
-    for correction in window_corrections(session, WindowSpec.model_validate(window)):
+    spec = WindowSpec.model_validate(window)
+    for correction in correction_records(session, spec).corrections():
         key = str(correction.trajectory_id)
         if key not in wanted:
             continue

@@ -27,7 +27,14 @@ from temporalio.exceptions import ApplicationError
 from activities.models import CandidateRequest
 from evolution.operators import Candidate
 from evolution.settings import EvolutionSettings
-from registry import get_agent, get_version, list_tenants, tenant_agents, transaction
+from registry import (
+    get_agent,
+    get_version,
+    list_tenants,
+    tenant_agents,
+    training_records,
+    transaction,
+)
 
 __all__ = ["TrainingActivities"]
 
@@ -164,8 +171,6 @@ class TrainingActivities:
 
     def _inputs(self, request: CandidateRequest) -> tuple[Any, Any, list]:
         """The parent version, the agent's training settings, the window's training export."""
-        from evolution.rl.samples import training_records
-
         with transaction(self.engine) as session:
             parent = get_version(session, request.parent_version)
             if not parent.spec.model.checkpoint:

@@ -488,11 +488,11 @@ def run(scale: Scale, seeds: list[int], algorithms: list[str], scarce: int, judg
 
     from evolution.rl.data import call_text, correction_pairs
     from evolution.rl.policy import Policy
-    from evolution.rl.samples import record_prompts, training_records
+    from evolution.rl.samples import record_prompts
     from evolution.rl.sft import Demonstration
     from evoplane.demo import world
     from evoplane.demo.runner import MODEL_DIR
-    from registry import create_db_engine, transaction, upgrade
+    from registry import create_db_engine, training_records, transaction, upgrade
     from tests.registry.helpers import seed_world
 
     torch.set_num_threads(1)

@@ -87,9 +87,8 @@ def _started(record: dict[str, Any]) -> datetime:
 
 def read_records(registry: Path, round_: Round) -> tuple[list[dict], list[dict]]:
     """(the window's training records, the canary period's records)."""
-    from evolution.rl.samples import training_records
     from evoplane.demo import world
-    from registry import create_db_engine, transaction
+    from registry import create_db_engine, training_records, transaction
 
     engine = create_db_engine(f"sqlite:///{registry}")
     with transaction(engine) as session:

@@ -435,7 +435,8 @@ def measure(
     url: str, since: datetime, until: datetime, *, profile: bool, whole: bool = False
 ) -> dict:
     """What the `decide` activity runs, timed: read the window, measure it, decide."""
-    from evolution.analysis import measure_window, read_window
+    from activities.evidence import read_window
+    from evolution.analysis import measure_window
     from evolution.decision import decide
     from evolution.window import WindowSpec
 

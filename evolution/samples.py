@@ -22,22 +22,22 @@ from __future__ import annotations
 
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
-from atdp import Event, EventKind, Traffic
+from atdp import Event, Reward, Traffic
 from evolution.gates import MetricSamples, Sample
 from evolution.window import WindowSpec, trajectory_window
-from registry import (
-    Session,
-    WindowTrajectory,
-    effective_reward,
-    rewards_by_trajectory,
-    window_events,
-    window_trajectories,
-)
+from registry import TrajectoryWindow, WindowTrajectory, effective_reward
 
-__all__ = ["canary_metrics", "shadow_metrics"]
+__all__ = [
+    "GateTraffic",
+    "Served",
+    "canary_metrics",
+    "gate_window",
+    "pre_gate_window",
+    "shadow_metrics",
+]
 
 _ERROR_STATUSES = {"error"}
 # Stable's trajectories before the gate whose rewards give each tenant's success before it.
@@ -45,33 +45,52 @@ _PRE_PERIOD = 500
 
 
 @dataclass(frozen=True)
-class _Served:
-    """What one version served in the window: its trajectories, oldest first, and their
-    llm calls."""
+class Served:
+    """What one version served in a gate's window (`gate_window`): its trajectories as the
+    window reads them (newest first), their llm calls, and their rewards (read for a
+    canary, whose samples are rewards; a shadow's never are)."""
 
     trajectories: list[WindowTrajectory]
-    calls: dict[uuid.UUID, list[Event]]
+    calls: dict[uuid.UUID, list[Event]] = field(default_factory=dict)
+    rewards: dict[uuid.UUID, list[Reward]] = field(default_factory=dict)
 
 
-def _served(session: Session, spec: WindowSpec, version_id: str, traffic: Traffic) -> _Served:
+@dataclass(frozen=True)
+class GateTraffic:
+    """A gate's look: what the baseline and the candidate served, and for a canary what
+    the baseline served before the gate (`pre_gate_window`: its trajectories and rewards),
+    if the gate has a start."""
+
+    baseline: Served
+    candidate: Served
+    before: Served | None = None
+
+
+def gate_window(spec: WindowSpec, version_id: str, traffic: Traffic) -> TrajectoryWindow:
+    """The trajectories of `traffic` that `version_id` served in the window `spec` names."""
     update = {"version_ids": (version_id,), "traffic": traffic}
-    window = trajectory_window(spec).model_copy(update=update)
-    trajectories = window_trajectories(session, window)[::-1]
-    return _Served(trajectories, window_events(session, window, EventKind.LLM_CALL))
+    return trajectory_window(spec).model_copy(update=update)
+
+
+def pre_gate_window(spec: WindowSpec, baseline: str) -> TrajectoryWindow | None:
+    """The baseline's last user trajectories before `spec` (None for a window with no
+    start): each tenant's success before the gate."""
+    if spec.since is None:
+        return None
+    earlier = spec.model_copy(update={"since": None, "until": spec.since, "last": _PRE_PERIOD})
+    return gate_window(earlier, baseline, Traffic.USER)
 
 
 def _rewards(
-    session: Session,
+    served: Served,
     rows: list[WindowTrajectory],
-    calls: dict[uuid.UUID, list[Event]] | None = None,
     settled_before: datetime | None = None,
 ) -> list[tuple[WindowTrajectory, float]]:
     """Each trajectory with its effective reward; one without any counts as accepted (1.0)
-    when it was answered (`calls`) before `settled_before` and nobody complained since,
-    else is left out."""
-    rewards = rewards_by_trajectory(session, [row.id for row in rows])
-    found = [(row, effective_reward(rewards.get(row.id, []))) for row in rows]
-    settled = _settled(calls or {}, settled_before)
+    when it was answered (`served.calls`) before `settled_before` and nobody complained
+    since, else is left out."""
+    found = [(row, effective_reward(served.rewards.get(row.id, []))) for row in rows]
+    settled = _settled(served.calls, settled_before)
     return [
         (row, reward.value if reward is not None else 1.0)
         for row, reward in found
@@ -93,14 +112,13 @@ def _settled(
 
 
 def _reward_samples(
-    session: Session,
-    served: _Served,
+    served: Served,
     before: dict[str, float] | None = None,
     settled_before: datetime | None = None,
 ) -> list[Sample]:
-    """Effective rewards (silence as acceptance, see `_rewards`); with `before`, each
-    tenant's success before the gate as covariate (the mean of all tenants for a tenant it
-    did not see)."""
+    """Effective rewards, oldest first (silence as acceptance, see `_rewards`); with
+    `before`, each tenant's success before the gate as covariate (the mean of all tenants
+    for a tenant it did not see)."""
     before = before or {}
     overall = sum(before.values()) / len(before) if before else None
     return [
@@ -110,19 +128,16 @@ def _reward_samples(
             key=str(row.id),
             covariate=before.get(row.tenant, overall),
         )
-        for row, value in _rewards(session, served.trajectories, served.calls, settled_before)
+        for row, value in _rewards(served, served.trajectories[::-1], settled_before)
     ]
 
 
-def _success_before(session: Session, spec: WindowSpec, baseline: str) -> dict[str, float]:
-    """Each tenant's mean reward on `baseline` over its last trajectories before `spec`."""
-    if spec.since is None:
+def _success_before(before: Served | None) -> dict[str, float]:
+    """Each tenant's mean reward on the baseline over its last trajectories before the gate."""
+    if before is None:
         return {}
-    earlier = spec.model_copy(update={"since": None, "until": spec.since, "last": _PRE_PERIOD})
-    update = {"version_ids": (baseline,), "traffic": Traffic.USER}
-    window = trajectory_window(earlier).model_copy(update=update)
     by_tenant: dict[str, list[float]] = {}
-    for row, value in _rewards(session, window_trajectories(session, window)):
+    for row, value in _rewards(before, before.trajectories):
         by_tenant.setdefault(row.tenant, []).append(value)
     return {tenant: sum(values) / len(values) for tenant, values in by_tenant.items()}
 
@@ -133,8 +148,8 @@ def _failed(event: Event) -> bool:
     return bool(outcome and (outcome.error_class or outcome.success is False)) or finish == "error"
 
 
-def _error_samples(served: _Served) -> list[Sample]:
-    """1 for a trajectory with an upstream or tool error, else 0."""
+def _error_samples(served: Served) -> list[Sample]:
+    """1 for a trajectory with an upstream or tool error, else 0; oldest first."""
     return [
         Sample(
             tenant=row.tenant,
@@ -144,7 +159,7 @@ def _error_samples(served: _Served) -> list[Sample]:
             ),
             key=str(row.id),
         )
-        for row in served.trajectories
+        for row in served.trajectories[::-1]
     ]
 
 
@@ -162,44 +177,35 @@ def _tool_call_valid(event: Event) -> bool:
     return True
 
 
-def _validity_samples(served: _Served) -> list[Sample]:
+def _validity_samples(served: Served) -> list[Sample]:
     return [
         Sample(tenant=row.tenant, value=float(all(map(_tool_call_valid, served.calls[row.id]))))
-        for row in served.trajectories
+        for row in served.trajectories[::-1]
         if served.calls.get(row.id)
     ]
 
 
 def canary_metrics(
-    session: Session,
-    window: WindowSpec,
-    baseline: str,
-    candidate: str,
-    *,
-    settled_before: datetime | None = None,
+    traffic: GateTraffic, *, settled_before: datetime | None = None
 ) -> list[MetricSamples]:
     """Effective reward (with each tenant's success before the window as its covariate) and
     error rate of user trajectories, baseline vs candidate; a trajectory answered before
     `settled_before` that no reward reached counts as accepted (None: none does)."""
-    base = _served(session, window, baseline, Traffic.USER)
-    cand = _served(session, window, candidate, Traffic.USER)
-    before = _success_before(session, window, baseline)
+    base, cand = traffic.baseline, traffic.candidate
+    before = _success_before(traffic.before)
     return [
         MetricSamples(
             name="reward",
-            baseline=_reward_samples(session, base, before, settled_before),
-            candidate=_reward_samples(session, cand, before, settled_before),
+            baseline=_reward_samples(base, before, settled_before),
+            candidate=_reward_samples(cand, before, settled_before),
         ),
         _errors(base, cand),
     ]
 
 
-def shadow_metrics(
-    session: Session, window: WindowSpec, baseline: str, candidate: str
-) -> list[MetricSamples]:
+def shadow_metrics(traffic: GateTraffic) -> list[MetricSamples]:
     """The candidate's shadow answers vs stable's live answers to the same period's traffic."""
-    base = _served(session, window, baseline, Traffic.USER)
-    cand = _served(session, window, candidate, Traffic.SHADOW)
+    base, cand = traffic.baseline, traffic.candidate
     return [
         _errors(base, cand),
         MetricSamples(
@@ -210,7 +216,7 @@ def shadow_metrics(
     ]
 
 
-def _errors(base: _Served, cand: _Served) -> MetricSamples:
+def _errors(base: Served, cand: Served) -> MetricSamples:
     return MetricSamples(
         name="error_rate",
         baseline=_error_samples(base),

@@ -56,6 +56,7 @@ from registry.export import (
     export_records,
     export_start,
     purge_expired,
+    training_records,
 )
 from registry.mcp_servers import (
     McpServer,
@@ -160,6 +161,8 @@ from registry.trajectories import (
     insert_events,
     list_trajectories,
     record_trajectory,
+    trajectories_holding,
+    trajectory_events,
 )
 from registry.version_diff import changed_parts, diff_versions
 from registry.versions import (
@@ -360,6 +363,9 @@ __all__ = [
     "tenant_agents",
     "tenant_policy_history",
     "tool_call_records",
+    "training_records",
+    "trajectories_holding",
+    "trajectory_events",
     "transaction",
     "unscored_trajectories",
     "unseal_event",

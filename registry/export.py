@@ -9,7 +9,7 @@ verl-style trainers consume.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -34,6 +34,7 @@ __all__ = [
     "export_records",
     "export_start",
     "purge_expired",
+    "training_records",
 ]
 
 
@@ -70,6 +71,20 @@ def export_records(
         if page.after is None:
             return
         after = page.after
+
+
+def training_records(
+    session: Session,
+    agent: str,
+    tenants: Sequence[str],
+    *,
+    since: datetime | None = None,
+    limit: int = 100_000,
+) -> Iterator[dict[str, Any]]:
+    """The training export of `tenants`, one record per trajectory (`export_records`,
+    tenant by tenant): the only traffic any training data is built from."""
+    for tenant in tenants:
+        yield from export_records(session, tenant, agent, since=since, limit=limit)
 
 
 def export_start(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
 import sqlalchemy as sa
@@ -14,6 +14,7 @@ from sqlmodel import Session, select
 from atdp import Event, EventKind, Trajectory, TrajectoryOutcome
 from registry.bodies import STORED, stored_bodies
 from registry.bodies import events as stored_events
+from registry.db import id_chunks
 from registry.errors import InvalidRecordError, NotFoundError
 from registry.scope import TenantScope, scoped
 from registry.tables import EventRow, TrajectoryRow
@@ -28,6 +29,8 @@ __all__ = [
     "list_trajectories",
     "record_trajectory",
     "stored_response_id",
+    "trajectories_holding",
+    "trajectory_events",
 ]
 
 
@@ -230,6 +233,33 @@ def get_events(session: Session, tenant: TenantScope, trajectory_id: uuid.UUID) 
         select(*STORED).where(EventRow.trajectory_id == trajectory_id), EventRow.tenant, tenant
     )
     return stored_events(session, session.execute(statement.order_by(EventRow.seq)))
+
+
+def trajectory_events(
+    session: Session, trajectory_ids: Collection[uuid.UUID]
+) -> dict[uuid.UUID, list[Event]]:
+    """The events of each of these trajectories in order (`get_events` of every tenant's),
+    in one query per 500 trajectories; a trajectory without events is absent."""
+    found: dict[uuid.UUID, list[Event]] = {}
+    for chunk in id_chunks(trajectory_ids, 500):
+        statement = select(*STORED).where(EventRow.trajectory_id.in_(chunk))
+        rows = session.execute(statement.order_by(EventRow.trajectory_id, EventRow.seq))
+        for event in stored_events(session, rows):
+            found.setdefault(event.trajectory_id, []).append(event)
+    return found
+
+
+def trajectories_holding(
+    session: Session, trajectory_ids: Collection[uuid.UUID], kind: EventKind
+) -> set[uuid.UUID]:
+    """Which of these trajectories hold an event of `kind` (of any traffic)."""
+    found: set[uuid.UUID] = set()
+    for chunk in id_chunks(trajectory_ids):
+        statement = select(EventRow.trajectory_id).where(
+            EventRow.trajectory_id.in_(chunk), EventRow.kind == kind.value
+        )
+        found.update(session.scalars(statement.distinct()))
+    return found
 
 
 def get_event(session: Session, tenant: TenantScope, event_id: uuid.UUID) -> Event:

@@ -1,5 +1,5 @@
 """The structure holds: packages import only downwards, no modules import each other in a
-circle, and the control plane's plain functions stay free of Temporal."""
+circle, and the control plane's plain functions stay free of Temporal and of registry I/O."""
 
 from __future__ import annotations
 
@@ -22,6 +22,36 @@ FLOORS = {
     "evoplane": 6,
     "benchmarks": 7,
 }
+
+
+# What the control plane's plain functions may take from the registry: the values its
+# readers return and pure helpers over them. Never a session, nor a function that reads or
+# writes with one: activities load the evidence and pass it in (docs/architecture.md).
+REGISTRY_VALUES = frozenset(
+    {
+        "AgentVersion",
+        "AliasMove",
+        "AliasState",
+        "ConversationTurn",
+        "EvaluationCase",
+        "EvaluationSet",
+        "EvolutionRecord",
+        "LlmUsage",
+        "McpServer",
+        "MemoryItem",
+        "MemoryStatus",
+        "ReviewDraft",
+        "ReviewItem",
+        "ReviewKind",
+        "ToolCallRecord",
+        "TrajectoryWindow",
+        "UserTurn",
+        "WindowTrajectory",
+        "effective_reward",
+        "memory_key",
+    }
+)
+DATABASE_LIBRARIES = frozenset({"sqlalchemy", "sqlmodel"})
 
 
 def module_name(path: Path) -> str:
@@ -143,6 +173,71 @@ def test_the_plain_functions_never_import_temporal() -> None:
         if "temporalio" in path.read_text()
     )
     assert touching == []
+
+
+def registry_uses(path: Path) -> list[str]:
+    """What `path` takes from the registry or a database library that a plain function
+    may not: a name beyond REGISTRY_VALUES, a whole module, a database library."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [
+                alias.name
+                for alias in node.names
+                if alias.name.split(".")[0] in DATABASE_LIBRARIES | {"registry"}
+            ]
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            top = node.module.split(".")[0]
+            if top in DATABASE_LIBRARIES:
+                found.append(node.module)
+            elif top == "registry":
+                found += [
+                    f"{node.module}.{alias.name}"
+                    for alias in node.names
+                    if alias.name not in REGISTRY_VALUES
+                ]
+    return found
+
+
+def test_the_plain_functions_take_values_not_a_registry_session() -> None:
+    reaching = sorted(
+        f"{module_name(path)} -> {name}"
+        for path in (ROOT / "evolution").rglob("*.py")
+        for name in registry_uses(path)
+    )
+    assert reaching == []
+
+
+def test_the_registry_values_the_plain_functions_take_are_not_readers() -> None:
+    """No name on REGISTRY_VALUES is a registry function with a session parameter."""
+    readers = sorted(
+        f"{module_name(path)}.{node.name}"
+        for path in (ROOT / "registry").rglob("*.py")
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.name in REGISTRY_VALUES
+        and any(
+            arg.annotation is not None and "Session" in ast.unparse(arg.annotation)
+            for arg in [*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs]
+        )
+    )
+    assert readers == []
+
+
+def test_the_registry_check_finds_a_session(tmp_path: Path) -> None:
+    plain = tmp_path / "plain.py"
+    plain.write_text(
+        "from registry import Session, WindowTrajectory, window_rewards\n"
+        "from registry.memory import memory_key\n"
+        "import sqlalchemy as sa\n"
+        "from sqlmodel import select\n"
+    )
+    assert registry_uses(plain) == [
+        "registry.Session",
+        "registry.window_rewards",
+        "sqlalchemy",
+        "sqlmodel",
+    ]
 
 
 def test_the_circle_finder_finds_a_circle() -> None:

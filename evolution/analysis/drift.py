@@ -9,9 +9,9 @@ from datetime import datetime
 
 from evolution.analysis.trajectories import task_type
 from evolution.window import Drift, WindowSpec
-from registry import Session, TrajectoryWindow, WindowTrajectory, task_type_counts
+from registry import TrajectoryWindow, WindowTrajectory
 
-__all__ = ["jensen_shannon", "task_drift"]
+__all__ = ["jensen_shannon", "previous_window", "task_drift"]
 
 _GROWN = 3
 
@@ -36,27 +36,32 @@ def _half_kl(share: float, middle: float) -> float:
     return 0.5 * share * math.log2(share / middle) if share > 0 else 0.0
 
 
-def task_drift(
-    session: Session,
+def previous_window(
     spec: WindowSpec,
     window: TrajectoryWindow,
     trajectories: Sequence[WindowTrajectory],
     since: datetime,
     until: datetime,
-) -> Drift | None:
-    """The task-type mix against the window before: same length, or the previous `last`."""
+) -> TrajectoryWindow:
+    """The window before `window`: as long, or the previous `last`."""
     if spec.last is None:
-        previous = window.model_copy(update={"since": since - (until - since), "until": since})
-    else:
-        previous = window.model_copy(update={"since": None, "skip": len(trajectories)})
-    before = {key or "unknown": n for key, n in task_type_counts(session, previous).items()}
+        return window.model_copy(update={"since": since - (until - since), "until": since})
+    return window.model_copy(update={"since": None, "skip": len(trajectories)})
+
+
+def task_drift(
+    before: Mapping[str | None, int], trajectories: Sequence[WindowTrajectory]
+) -> Drift | None:
+    """The task-type mix of `trajectories` against the window before's (`before`: its
+    trajectories by task type, `registry.task_type_counts` of `previous_window`)."""
+    previous = {key or "unknown": n for key, n in before.items()}
     now = Counter(task_type(t) for t in trajectories)
-    if not before or not now:
+    if not previous or not now:
         return None
     return Drift(
-        divergence=jensen_shannon(now, before),
-        previous_trajectories=sum(before.values()),
-        grown=_grown(now, before),
+        divergence=jensen_shannon(now, previous),
+        previous_trajectories=sum(previous.values()),
+        grown=_grown(now, previous),
     )
 
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import math
 from contextlib import nullcontext
-from datetime import datetime
 
 from atdp import RewardSource
 from evolution.analysis.collector import collection_paused
 from evolution.analysis.failures import failure_clusters
 from evolution.analysis.procedures import procedure_failures
 from evolution.analysis.rates import as_mean, as_rate, effective_rewards, task_success
-from evolution.analysis.records import WindowRecords, read_window
+from evolution.analysis.records import WindowRecords
 from evolution.analysis.tool_errors import tool_failed
 from evolution.analysis.trajectories import by_trajectory, task_type, tool_setup
 from evolution.corrections import CorrectionJudge, conversation_of, read_corrections
@@ -22,36 +21,19 @@ from evolution.followups import (
     read_follow_ups,
     signal_counts,
 )
-from evolution.window import FollowUpStats, WindowSpec, WindowStats
-from registry import Session
+from evolution.window import FollowUpStats, WindowStats
 
-__all__ = ["analyse_window", "measure_window"]
-
-
-def analyse_window(
-    session: Session,
-    spec: WindowSpec,
-    *,
-    now: datetime | None = None,
-    judge: CorrectionJudge | None = None,
-) -> WindowStats:
-    """Measure the window `spec` names, from the registry, as of `now`.
-
-    `judge` reads users' corrections with a model (see `evolution.corrections.judge`);
-    without one they are read offline. An activity reads and measures apart, so that no
-    transaction waits on the judge.
-
-    Raises:
-        registry.NotFoundError: the agent does not exist (a typo is not an empty window).
-    """
-    return measure_window(read_window(session, spec, now=now), judge=judge)
+__all__ = ["measure_window"]
 
 
 def measure_window(records: WindowRecords, *, judge: CorrectionJudge | None = None) -> WindowStats:
-    """The window's statistics from its records; `judge` as in `analyse_window`.
+    """The window's statistics from its records (`activities.evidence.read_window`).
 
-    Read offline, the collector is paused as for the read (`collection_paused`); a model
-    judge may take minutes, and its client's cycles are left to the collector."""
+    `judge` reads users' corrections with a model (see `evolution.corrections.judge`);
+    without one they are read offline, with the collector paused as for the read
+    (`collection_paused`); a model judge may take minutes, and its client's cycles are left
+    to the collector. An activity reads and measures apart, so that no transaction waits
+    on the judge."""
     with collection_paused() if judge is None else nullcontext():
         return _measured(records, judge)
 

@@ -21,10 +21,8 @@ from evolution.corrections.window import (
     UserCorrection,
     conversation_of,
     correction_groups,
-    correction_records,
     own_values,
     read_corrections,
-    window_corrections,
 )
 
 __all__ = [
@@ -39,7 +37,6 @@ __all__ = [
     "classify",
     "conversation_of",
     "correction_groups",
-    "correction_records",
     "group_by_meaning",
     "join_nearest",
     "judge_with",
@@ -49,5 +46,4 @@ __all__ = [
     "read_corrections",
     "specifics",
     "tool_words",
-    "window_corrections",
 ]

@@ -44,18 +44,7 @@ from evolution.corrections.meaning import (
 )
 from evolution.corrections.reviewed import apply_reviews
 from evolution.followups import FollowUp, Turn, placeholder, read_follow_ups, values
-from evolution.window import WindowSpec, trajectory_window
-from registry import (
-    ConversationTurn,
-    Session,
-    UserTurn,
-    WindowTrajectory,
-    conversation_turns,
-    follow_up_turns,
-    offered_tools,
-    window_rewards,
-    window_trajectories,
-)
+from registry import ConversationTurn, UserTurn, WindowTrajectory
 from runtime.lexicon import Cue, cues
 
 __all__ = [
@@ -64,10 +53,8 @@ __all__ = [
     "UserCorrection",
     "conversation_of",
     "correction_groups",
-    "correction_records",
     "own_values",
     "read_corrections",
-    "window_corrections",
 ]
 
 # The reward names the gateway records for corrections (proxy.signals, proxy.feedback,
@@ -152,7 +139,8 @@ class CorrectionGroup:
 
 @dataclass(frozen=True)
 class CorrectionRecords:
-    """What a window's corrections are read from (see `read_corrections`)."""
+    """What a window's corrections are read from (see `read_corrections`), as
+    `activities.evidence.correction_records` reads them."""
 
     trajectories: list[WindowTrajectory]
     rewards: list[Reward]
@@ -171,25 +159,6 @@ class CorrectionRecords:
         )  # fmt: skip
 
 
-def correction_records(session: Session, spec: WindowSpec) -> CorrectionRecords:
-    """The records of the window `spec` names that corrections are read from."""
-    traffic = trajectory_window(spec)
-    return CorrectionRecords(
-        window_trajectories(session, traffic),
-        window_rewards(session, traffic),
-        offered_tools(session, traffic),
-        follow_up_turns(session, traffic),
-        conversation_turns(session, traffic),
-    )
-
-
-def window_corrections(
-    session: Session, spec: WindowSpec, *, judge: CorrectionJudge | None = None
-) -> list[UserCorrection]:
-    """Every correction users gave in the window `spec` names, oldest first."""
-    return correction_records(session, spec).corrections(judge)
-
-
 def read_corrections(
     trajectories: Iterable[WindowTrajectory],
     rewards: Iterable[Reward],
@@ -200,8 +169,9 @@ def read_corrections(
     follow_ups: Sequence[FollowUp] = (),
     conversation: Sequence[ConversationTurn] = (),
 ) -> list[UserCorrection]:
-    """The corrections in a window's records, oldest first (`window_corrections` reads
-    them from the registry; the window analysis passes what it has read already).
+    """The corrections in a window's records, oldest first (`CorrectionRecords.corrections`
+    reads those of a window's correction records; the window analysis passes what it has
+    read already).
 
     Args:
         tools: per trajectory, the tools its llm calls offered.

@@ -10,7 +10,7 @@ from evolution.harness.operator import (
     case_score,
     harness_cases,
     harness_changes,
-    make_harness_operator,
+    harness_config,
     propose_harness,
 )
 
@@ -23,6 +23,6 @@ __all__ = [
     "case_score",
     "harness_cases",
     "harness_changes",
-    "make_harness_operator",
+    "harness_config",
     "propose_harness",
 ]

@@ -9,18 +9,20 @@ corrections; each is compiled with the chosen DSPy optimiser and the best progra
 that beats the parent becomes the candidate harness. MIPROv2 and GEPA propose instructions
 themselves and need a proposer (reflection) LM; GEPA reads, besides each case's score,
 what users and reviewers said was wrong with it, in their words (its textual feedback).
+The cases' evidence is read by `activities.operators.harness`.
 """
 
 from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from atdp import Event, EventKind, Harness, MessageAction
-from evolution.corrections import CorrectionKind, window_corrections
+from evolution.corrections import CorrectionKind, UserCorrection
 from evolution.decision import DecisionRecord
 from evolution.evaluation import replay_cases
 from evolution.harness.program import (
@@ -30,18 +32,10 @@ from evolution.harness.program import (
     render_request,
 )
 from evolution.memory.distil import facts_supplied, states_fact
-from evolution.operators import Candidate, Operator, OperatorError
-from evolution.replay import request_body
-from evolution.replay.cases import recorded_cases
-from evolution.window import WindowSpec
-from registry import (
-    AgentVersion,
-    EvaluationSet,
-    Session,
-    evaluation_set_events,
-    get_agent,
-    latest_evaluation_set,
-)
+from evolution.operators import Candidate, OperatorError
+from evolution.replay import RecordedTrajectory, request_body
+from evolution.settings import EvolutionSettings
+from registry import AgentVersion, EvaluationSet
 
 __all__ = [
     "METRIC",
@@ -53,7 +47,7 @@ __all__ = [
     "gepa_feedback",
     "harness_cases",
     "harness_changes",
-    "make_harness_operator",
+    "harness_config",
     "propose_harness",
 ]
 
@@ -136,22 +130,27 @@ class HarnessEvidence:
 
 
 def harness_cases(
-    session: Session,
-    window: WindowSpec,
+    recorded: Sequence[RecordedTrajectory],
+    corrections: Sequence[UserCorrection],
     *,
-    per_kind: int = 20,
     evaluation: EvaluationSet | None = None,
+    evaluation_events: Mapping[uuid.UUID, list[Event]] | None = None,
 ) -> list[HarnessCase]:
     """The window's past failures and known successes with an answer to learn from: a
     text answer, or for a failure users blamed on its tools, the tool call; then the
-    evaluation set's cases the window does not hold (with their facts and feedback)."""
-    facts, requests, tool_blamed = _corrections_by_trajectory(session, window)
-    learned = recorded_cases(session, window, per_kind=per_kind)
+    evaluation set's cases the window does not hold (with their facts and feedback).
+
+    Args:
+        recorded: the window's recorded cases (`activities.evidence.recorded_cases`).
+        corrections: the window's corrections, read offline.
+        evaluation_events: the evaluation set's events (`registry.evaluation_set_events`).
+    """
+    facts, requests, tool_blamed = _corrections_by_trajectory(corrections)
+    learned = list(recorded)
     feedback: dict[str, list[str]] = {}
     if evaluation is not None:
         held = [item.events[0].trajectory_id for item in learned if item.events]
-        events = evaluation_set_events(session, evaluation)
-        learned += replay_cases(evaluation, events, besides=held)[0]
+        learned += replay_cases(evaluation, evaluation_events or {}, besides=held)[0]
         for case in evaluation.cases:
             if case.kind == "trajectory" and case.feedback:
                 feedback[str(case.trajectory_id)] = list(case.feedback)
@@ -215,11 +214,10 @@ def _answered_call(events: Sequence[Event], *, last: bool) -> Event | None:
 
 
 def _corrections_by_trajectory(
-    session: Session, window: WindowSpec
+    corrections: Sequence[UserCorrection],
 ) -> tuple[dict[str, list[str]], dict[str, list[str]], set[str]]:
     """Per trajectory: the facts users supplied, what else they asked of the agent, and
     the trajectories whose users blamed the tools it used."""
-    corrections = window_corrections(session, window)
     facts = {str(t): found for t, found in facts_supplied(corrections).items()}
     requests: dict[str, list[str]] = {}
     tool_blamed: set[str] = set()
@@ -493,42 +491,9 @@ def propose_harness(
     return _candidate(parent, decision, cases, config, before, best, trials)
 
 
-def make_harness_operator(
-    lm_factory: LMFactory, *, optimizer: Optimizer = "bootstrap", **settings: Any
-) -> Operator:
-    """The harness operator: it reads the window's cases, then `propose_harness` optimises.
-
-    Args:
-        lm_factory: version id -> task LM. The program renders the harness itself, so the
-            LM must reach the version's upstream without the gateway re-applying a harness:
-            e.g. `dspy.LM("openai/<agent>", api_base=<gateway>/v1, api_key=<tenant key>,
-            cache=False, extra_headers={"X-Evoplane-Traffic": "evaluation",
-            "X-Evoplane-Version": <a harness-less sibling of version id>})`.
-        settings: the other `HarnessConfig` fields (proposer_lm for mipro and gepa).
-    """
-    config = HarnessConfig(optimizer=optimizer, **settings)
-
-    def read(
-        session: Session, parent: AgentVersion, decision: DecisionRecord, window: WindowSpec
-    ) -> HarnessEvidence:
-        from evolution.settings import EvolutionSettings
-
-        # The agent's own settings (`harness` in its evolution settings) refine the worker's.
-        settings = EvolutionSettings.of(get_agent(session, parent.agent).settings)
-        chosen = replace(config, **settings.harness.model_dump(exclude_none=True))
-        use = settings.evaluation
-        held = latest_evaluation_set(session, parent.agent, use.name) if use.harness else None
-        cases = harness_cases(session, window, per_kind=chosen.per_kind, evaluation=held)
-        return HarnessEvidence(cases, chosen)
-
-    def propose(
-        evidence: HarnessEvidence, parent: AgentVersion, decision: DecisionRecord
-    ) -> Candidate:
-        return propose_harness(
-            evidence.cases, parent, decision, lm_factory=lm_factory, config=evidence.config
-        )
-
-    return Operator(read=read, propose=propose)
+def harness_config(config: HarnessConfig, settings: EvolutionSettings) -> HarnessConfig:
+    """The worker's config, refined by the agent's own (`harness` in its evolution settings)."""
+    return replace(config, **settings.harness.model_dump(exclude_none=True))
 
 
 # --- the evidence --------------------------------------------------------------------------

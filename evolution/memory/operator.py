@@ -7,9 +7,10 @@ them with the agent's existing items: a fact already known is reinforced (more p
 higher confidence), a new one is added, and one that contradicts a fact its tenants can
 already see is stored flagged as a conflict and left out of the candidate for a person.
 Running it twice on one window writes nothing new and proposes the same spec, because
-activities retry. It runs in three steps (`evolution.operators`): `read_memory` reads the
-window and the agent's items, `plan_memory` decides what each fact becomes, and
-`write_memory` stores that and returns the candidate.
+activities retry. It runs in three steps (`activities.operators.memory`): the activity
+reads the window and the agent's items (`MemoryEvidence`), `plan_memory` decides what each
+fact becomes, and the activity stores that (`ResolvedFact`s, `reinforcement`) and returns
+`memory_candidate`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import partial
 
 from evolution.corrections import (
     CorrectionJudge,
@@ -25,7 +25,6 @@ from evolution.corrections import (
     CorrectionRecords,
     UserCorrection,
     correction_groups,
-    correction_records,
 )
 from evolution.decision import DecisionRecord
 from evolution.memory.distil import (
@@ -36,28 +35,18 @@ from evolution.memory.distil import (
     relation,
     scopes_overlap,
 )
-from evolution.operators import Candidate, Operator, OperatorError
-from evolution.window import FailureCluster, FailureKind, WindowSpec
-from registry import AgentVersion, Session
-from registry.memory import (
-    MemoryItem,
-    MemoryKind,
-    MemoryStatus,
-    add_memory_item,
-    list_agent_memory_items,
-    reinforce_memory_item,
-    set_memory_status,
-)
+from evolution.operators import Candidate, OperatorError
+from evolution.window import FailureCluster, FailureKind
+from registry import AgentVersion, MemoryItem, MemoryStatus
 
 __all__ = [
     "FactOutcome",
     "MemoryEvidence",
     "MemoryPlan",
     "ResolvedFact",
-    "memory_operator",
+    "memory_candidate",
     "plan_memory",
-    "read_memory",
-    "write_memory",
+    "reinforcement",
 ]
 
 
@@ -104,14 +93,6 @@ class MemoryPlan:
     partners: dict[int, int | None]
 
 
-def read_memory(
-    session: Session, parent: AgentVersion, decision: DecisionRecord, window: WindowSpec
-) -> MemoryEvidence:
-    """The evidence: the window's correction records and every item of the agent."""
-    records = correction_records(session, window)
-    return MemoryEvidence(records, list_agent_memory_items(session, parent.agent))
-
-
 def plan_memory(
     evidence: MemoryEvidence,
     parent: AgentVersion,
@@ -139,20 +120,6 @@ def plan_memory(
             + "; widen the window or choose another action"
         )
     return _plan(parent, wanted, corrections, facts, evidence.existing)
-
-
-def write_memory(session: Session, plan: MemoryPlan) -> Candidate:
-    """Store the plan's items and return the candidate whose snapshot serves them.
-
-    Raises:
-        OperatorError: every fact is already in the parent or in conflict.
-    """
-    return _candidate(plan.parent, plan.wanted, plan.corrections, _reconcile(session, plan))
-
-
-def memory_operator(judge: CorrectionJudge | None = None) -> Operator:
-    """The memory operator; `judge` reads corrections as the window analysis did."""
-    return Operator(read=read_memory, propose=partial(plan_memory, judge=judge), write=write_memory)
 
 
 def _topic(decision: DecisionRecord) -> str | None:
@@ -214,19 +181,6 @@ def _plan(
     )
 
 
-def _reconcile(session: Session, plan: MemoryPlan) -> list[ResolvedFact]:
-    """Write the plan: reinforce, add, pair conflicts; resolved in the facts' order."""
-    agent, facts = plan.parent.agent, plan.facts
-    resolved = {i: _reinforce(session, item, facts[i]) for i, item in plan.known.items()}
-    for index, rival in plan.rivals.items():
-        contested = plan.partners[index] is not None
-        resolved[index] = _add(session, agent, facts[index], rival, contested)
-    for index, partner in plan.partners.items():
-        if partner is not None and resolved[index].conflicts_with is None:
-            resolved[index] = _pair_conflict(session, resolved[index], resolved[partner].item)
-    return [resolved[i] for i in range(len(facts))]
-
-
 def _known_item(existing: Iterable[MemoryItem], fact: DistilledFact) -> MemoryItem | None:
     """An item stating this fact to every tenant that supplied it (same scope first)."""
     covering = [
@@ -270,59 +224,28 @@ def _conflicting_fact(
     )
 
 
-def _reinforce(session: Session, item: MemoryItem, fact: DistilledFact) -> ResolvedFact:
-    """Merge the fact's new sources into the item; sources it already holds count once."""
+def reinforcement(item: MemoryItem, fact: DistilledFact) -> tuple[list[str], float] | None:
+    """The sources `fact` adds to a known `item` (those it holds already count once) and
+    the confidence they bring it; None when it adds none."""
     added = [c for c in fact.corrections if c.source not in item.provenance]
-    if added:
-        sessions = len({(c.tenant, c.session) for c in added})
-        item = reinforce_memory_item(
-            session,
-            item.id,
-            [c.source for c in added],
-            reinforced_confidence(item.confidence, sessions),
-        )
-    return ResolvedFact(fact, item, FactOutcome.REINFORCED)
-
-
-def _add(
-    session: Session, agent: str, fact: DistilledFact, rival: MemoryItem | None, contested: bool
-) -> ResolvedFact:
-    conflicted = rival is not None or contested
-    item = add_memory_item(
-        session,
-        agent,
-        fact.tenant,
-        MemoryKind.FACT,
-        fact.content,
-        provenance=fact.sources,
-        confidence=fact.confidence,
-        status=MemoryStatus.CONFLICT if conflicted else MemoryStatus.ACTIVE,
-        conflicts_with=rival.id if rival else None,
-    )
-    outcome = FactOutcome.CONFLICT if conflicted else FactOutcome.ADDED
-    return ResolvedFact(fact, item, outcome, rival)
-
-
-def _pair_conflict(session: Session, resolved: ResolvedFact, partner: MemoryItem) -> ResolvedFact:
-    item = set_memory_status(
-        session, resolved.item.id, MemoryStatus.CONFLICT, conflicts_with=partner.id
-    )
-    return ResolvedFact(resolved.fact, item, FactOutcome.CONFLICT, partner)
+    if not added:
+        return None
+    sessions = len({(c.tenant, c.session) for c in added})
+    return [c.source for c in added], reinforced_confidence(item.confidence, sessions)
 
 
 # --- the candidate -----------------------------------------------------------------------
 
 
-def _candidate(
-    parent: AgentVersion,
-    wanted: str | None,
-    corrections: Sequence[UserCorrection],
-    resolved: Sequence[ResolvedFact],
-) -> Candidate:
-    """The parent's spec with every active item the window's facts resolved to.
+def memory_candidate(plan: MemoryPlan, resolved: Sequence[ResolvedFact]) -> Candidate:
+    """The parent's spec with every active item the plan's facts resolved to, once stored.
 
     Items resolved on an earlier run count too, so a retried activity proposes the same spec.
+
+    Raises:
+        OperatorError: every fact is already in the parent or in conflict.
     """
+    parent, wanted, corrections = plan.parent, plan.wanted, plan.corrections
     before = sorted(set(parent.spec.memory.item_ids))
     serving = [str(r.item.id) for r in resolved if r.item.status is MemoryStatus.ACTIVE]
     item_ids = sorted(set(before) | set(serving))

@@ -8,64 +8,92 @@ one, with no score); trajectories with none of these say nothing and are left ou
 users supplied in corrections become the trajectory's required facts: a good replayed
 answer states them. What users had to ask for (an instruction the answer lacked) becomes
 what the agent then gave (`asked_for`): a good first answer now gives it unasked.
+
+The reader (`activities.evidence.recorded_cases`) reads the window, asks the registry which
+of its trajectories hold an answer, and reads the chosen ones' events in one go.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from atdp import Event, EventKind, MessageAction, Reward
-from evolution.corrections import CorrectionKind, UserCorrection, window_corrections
+from evolution.analysis.trajectories import by_trajectory
+from evolution.corrections import CorrectionKind, UserCorrection
 from evolution.followups import asked_for
 from evolution.memory.distil import facts_supplied
 from evolution.replay import RecordedTrajectory
 from evolution.replay.scorers import ScoringContext
-from evolution.window import WindowSpec, trajectory_window
-from registry import (
-    ALL_TENANTS,
-    Session,
-    effective_reward,
-    get_events,
-    window_rewards,
-    window_trajectories,
-)
+from registry import WindowTrajectory, effective_reward
 
-__all__ = ["asked_in", "recorded_cases"]
+__all__ = ["CaseVerdict", "asked_in", "case_verdicts", "chosen_cases", "recorded_trajectories"]
 
 _SUCCESS, _FAILURE = {"success"}, {"failure", "error", "abandoned"}
 
 
-def recorded_cases(
-    session: Session, window: WindowSpec, *, per_kind: int = 20
-) -> list[RecordedTrajectory]:
-    """Up to `per_kind` past failures and `per_kind` known successes, newest first."""
-    selection = trajectory_window(window)
-    corrections = window_corrections(session, window)
-    facts = facts_supplied(corrections)
+@dataclass(frozen=True)
+class CaseVerdict:
+    """A trajectory of the window that says whether it succeeded, and its reward in [0, 1]."""
+
+    trajectory: WindowTrajectory
+    succeeded: bool
+    reward: float | None
+
+
+def case_verdicts(
+    trajectories: Iterable[WindowTrajectory],
+    rewards: Iterable[Reward],
+    corrections: Iterable[UserCorrection],
+) -> list[CaseVerdict]:
+    """Every trajectory that counts as a failure or a success, in the window's order (newest
+    first): the window's trajectories and rewards, and its corrections read offline."""
     corrected = {c.trajectory_id for c in corrections}
-    asks = _instructions(corrections)
-    rewards: dict[uuid.UUID, list[Reward]] = defaultdict(list)
-    for found in window_rewards(session, selection):  # one query for the whole window
-        rewards[found.trajectory_id].append(found)
-    picked: dict[bool, list[RecordedTrajectory]] = {True: [], False: []}
-    for row in window_trajectories(session, selection):
-        succeeded, reward = _verdict(row, rewards[row.id], row.id in corrected)
-        if succeeded is None or len(picked[succeeded]) >= per_kind:
+    by_id = by_trajectory(rewards)
+    verdicts = []
+    for row in trajectories:
+        succeeded, reward = _verdict(row, by_id.get(row.id, []), row.id in corrected)
+        if succeeded is not None:
+            verdicts.append(CaseVerdict(row, succeeded, reward))
+    return verdicts
+
+
+def chosen_cases(
+    verdicts: Iterable[CaseVerdict], answered: Collection[uuid.UUID], per_kind: int = 20
+) -> list[CaseVerdict]:
+    """Up to `per_kind` past failures, then up to `per_kind` known successes, newest first,
+    of the trajectories with an answer to replay (`answered`: those holding an llm call)."""
+    picked: dict[bool, list[CaseVerdict]] = {True: [], False: []}
+    for verdict in verdicts:
+        if len(picked[verdict.succeeded]) >= per_kind or verdict.trajectory.id not in answered:
             continue
-        events = get_events(session, ALL_TENANTS, row.id)
-        if not any(event.kind == "llm_call" for event in events):
-            continue
-        context = ScoringContext(
-            recorded_reward=reward,
-            recorded_success=succeeded,
-            required_facts=facts.get(row.id, []),
-            asked_for=asked_in(events, asks.get(row.id, [])),
-        )
-        picked[succeeded].append(RecordedTrajectory(events, succeeded, row.tenant, context))
+        picked[verdict.succeeded].append(verdict)
         if all(len(found) >= per_kind for found in picked.values()):
             break
     return picked[False] + picked[True]
+
+
+def recorded_trajectories(
+    chosen: Sequence[CaseVerdict],
+    events: Mapping[uuid.UUID, list[Event]],
+    corrections: Sequence[UserCorrection],
+) -> list[RecordedTrajectory]:
+    """The chosen cases with their events, in order, and what users taught in corrections."""
+    facts = facts_supplied(corrections)
+    asks = _instructions(corrections)
+    cases = []
+    for verdict in chosen:
+        row, recorded = verdict.trajectory, events.get(verdict.trajectory.id, [])
+        context = ScoringContext(
+            recorded_reward=verdict.reward,
+            recorded_success=verdict.succeeded,
+            required_facts=facts.get(row.id, []),
+            asked_for=asked_in(recorded, asks.get(row.id, [])),
+        )
+        cases.append(RecordedTrajectory(recorded, verdict.succeeded, row.tenant, context))
+    return cases
 
 
 def _instructions(corrections: list[UserCorrection]) -> dict[uuid.UUID, list[uuid.UUID]]:
@@ -100,7 +128,9 @@ def _said(event: Event) -> str | None:
     return content or None
 
 
-def _verdict(row, rewards: list[Reward], corrected: bool) -> tuple[bool | None, float | None]:
+def _verdict(
+    row: WindowTrajectory, rewards: list[Reward], corrected: bool
+) -> tuple[bool | None, float | None]:
     """(succeeded, reward in [0, 1]) from the effective reward, else the outcome status,
     else a failure when users corrected it."""
     reward = effective_reward(rewards)

@@ -1,6 +1,6 @@
 """Training prompts from captured traffic: what the gateway recorded, ready for RL.
 
-Only what a training export may hold is read (`registry.export_records`: training-eligible
+Only what a training export may hold is read (`registry.training_records`: training-eligible
 events of real user traffic, never shadow or evaluation traffic), for the tenants a job is
 allowed to train on. Each recorded llm_call becomes a `RecordedPrompt`: the request the model
 saw (after overlays), the tools it was offered, the completion it produced with the token ids
@@ -15,13 +15,11 @@ was rewarded, else the rewarded call that resolved the same user turn later in t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from atdp import agent_request
-from registry import Session, export_records
 
 __all__ = [
     "SUCCESS",
@@ -31,7 +29,6 @@ __all__ = [
     "recorded_prompts",
     "rewarded_call",
     "split_holdout",
-    "training_records",
 ]
 
 # A step with at least this effective reward counts as a success.
@@ -62,33 +59,9 @@ class RecordedPrompt:
         return bool(self.token_ids) and self.logprobs is not None
 
 
-def recorded_prompts(
-    session: Session,
-    agent: str,
-    tenants: Sequence[str],
-    *,
-    since: datetime | None = None,
-    limit: int = 100_000,
-) -> list[RecordedPrompt]:
-    """The agent's training-eligible llm_calls from `tenants`, oldest first."""
-    prompts: list[RecordedPrompt] = []
-    for record in training_records(session, agent, tenants, since=since, limit=limit):
-        prompts.extend(record_prompts(record))
-    return prompts
-
-
-def training_records(
-    session: Session,
-    agent: str,
-    tenants: Sequence[str],
-    *,
-    since: datetime | None = None,
-    limit: int = 100_000,
-) -> Iterator[dict[str, Any]]:
-    """The training export of `tenants`, one record per trajectory: the only traffic any
-    training data is built from (`evolution.rl.data`)."""
-    for tenant in tenants:
-        yield from export_records(session, tenant, agent, since=since, limit=limit)
+def recorded_prompts(records: Iterable[dict[str, Any]]) -> list[RecordedPrompt]:
+    """The llm_calls of training records (`registry.training_records`) as prompts, in order."""
+    return [prompt for record in records for prompt in record_prompts(record)]
 
 
 def record_prompts(record: dict[str, Any]) -> list[RecordedPrompt]:

@@ -10,7 +10,8 @@ the task's requests share and scoped to the task type. Before the gates run, it 
 replay of the targeted failures' requests through the gateway's own skill retrieval that
 the skill reaches them (and says how often it would reach other tasks' requests); the
 replay, shadow and canary gates then measure what it does to answers. It runs in two steps
-(`evolution.operators`): `read_skill` reads, `propose_skill` distils and proves.
+(`activities.operators.skills`): the activity reads (`skill_evidence` of what it read),
+`propose_skill` distils and proves.
 """
 
 from __future__ import annotations
@@ -20,34 +21,22 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import partial
 
-from atdp import Event, EventKind, Reward, Skill, SkillSet, ToolCallAction, VersionSpec
+from atdp import Event, Reward, Skill, SkillSet, ToolCallAction, VersionSpec
 from evolution.analysis.procedures import first_guided_step
 from evolution.analysis.rates import task_succeeded
 from evolution.analysis.trajectories import by_trajectory, task_type
-from evolution.corrections import (
-    CorrectionJudge,
-    CorrectionRecords,
-    UserCorrection,
-    correction_records,
-)
+from evolution.corrections import CorrectionJudge, CorrectionRecords, UserCorrection
 from evolution.decision import DecisionRecord
-from evolution.operators import Candidate, Operator, OperatorError
+from evolution.operators import Candidate, OperatorError
 from evolution.skills.distil import (
     GuidanceTurn,
     TaskTrajectory,
     argument_names,
     distil_skill,
 )
-from evolution.window import FailureKind, WindowSpec, trajectory_window
-from registry import (
-    AgentVersion,
-    Session,
-    UserTurn,
-    WindowTrajectory,
-    window_events,
-)
+from evolution.window import FailureKind
+from registry import AgentVersion, UserTurn, WindowTrajectory
 from runtime.version.skills import SkillIndex
 
 __all__ = [
@@ -55,8 +44,7 @@ __all__ = [
     "SkillProof",
     "propose_skill",
     "prove_skill",
-    "read_skill",
-    "skill_operator",
+    "skill_evidence",
     "task_trajectories",
 ]
 
@@ -107,22 +95,20 @@ class SkillProof:
         return f"reaches {self.reached} of {self.targeted} targeted requests{leak}"
 
 
-def read_skill(
-    session: Session, parent: AgentVersion, decision: DecisionRecord, window: WindowSpec
+def skill_evidence(
+    records: CorrectionRecords,
+    messages: Mapping[uuid.UUID, list[Event]],
+    tool_calls: Mapping[uuid.UUID, list[Event]],
 ) -> SkillEvidence:
-    """The evidence: correction records, tool calls and opening requests of the window."""
-    traffic = trajectory_window(window)
-    openings = window_events(session, traffic, EventKind.USER_MESSAGE)
+    """The evidence, from the window's correction records and its user_message and tool_call
+    events by trajectory (`registry.window_events`)."""
     requests = {
         trajectory_id: text
-        for trajectory_id, events in openings.items()
+        for trajectory_id, events in messages.items()
         if (text := _opening(events)) is not None
     }
-    calls = {
-        trajectory_id: _calls(events)
-        for trajectory_id, events in window_events(session, traffic, EventKind.TOOL_CALL).items()
-    }
-    return SkillEvidence(correction_records(session, window), calls, requests)
+    calls = {trajectory_id: _calls(events) for trajectory_id, events in tool_calls.items()}
+    return SkillEvidence(records, calls, requests)
 
 
 def propose_skill(
@@ -154,11 +140,6 @@ def propose_skill(
             f"{MIN_REACH:.0%}): its requests share too few words to be retrieved"
         )
     return _candidate(spec, skill, kind, step, members, proof)
-
-
-def skill_operator(judge: CorrectionJudge | None = None) -> Operator:
-    """The skill operator; `judge` reads corrections as the window analysis did."""
-    return Operator(read=read_skill, propose=partial(propose_skill, judge=judge))
 
 
 def with_skill(spec: VersionSpec, skill: Skill) -> VersionSpec:

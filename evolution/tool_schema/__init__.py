@@ -3,11 +3,7 @@ say it wants or, when they state no rule that replay proves, learned from its su
 calls; proven by replaying its recorded calls against the offered and the candidate schema."""
 
 from evolution.tool_schema.config import ToolSchemaConfig
-from evolution.tool_schema.operator import (
-    propose_tool_schema,
-    read_tool_schema,
-    tool_schema_operator,
-)
+from evolution.tool_schema.operator import propose_tool_schema, schema_target
 from evolution.tool_schema.rules import infer_pattern, infer_rules
 
 __all__ = [
@@ -15,6 +11,5 @@ __all__ = [
     "infer_pattern",
     "infer_rules",
     "propose_tool_schema",
-    "read_tool_schema",
-    "tool_schema_operator",
+    "schema_target",
 ]

@@ -1,20 +1,16 @@
-"""A tool's recorded calls in a window, and the schema the window's llm calls offered it."""
+"""A tool's recorded calls in a window, and the schema the window's llm calls offered it
+(read by `activities.operators.tool_schema`)."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from evolution.analysis import error_class_name, tool_parameter
 from evolution.analysis.tool_errors import distinct_tool_calls, tool_failed
-from registry import (
-    Session,
-    ToolCallRecord,
-    TrajectoryWindow,
-    offered_tool_lists,
-    tool_call_records,
-)
+from registry import ToolCallRecord
 
 __all__ = [
     "RecordedCall",
@@ -47,16 +43,20 @@ class RecordedTool:
     offered: dict | None
 
 
-def recorded_tool(session: Session, window: TrajectoryWindow, tool: str) -> RecordedTool:
-    """The tool-schema operator's evidence: what the window holds about `tool`."""
-    return RecordedTool(recorded_calls(session, window, tool), offered_spec(session, window, tool))
+def recorded_tool(
+    records: Iterable[ToolCallRecord], offered: Iterable[list[dict]], tool: str
+) -> RecordedTool:
+    """The tool-schema operator's evidence: what a window holds about `tool`, from its tool
+    calls (`registry.tool_call_records`) and the tools each llm call offered
+    (`registry.offered_tool_lists`)."""
+    return RecordedTool(recorded_calls(records, tool), offered_spec(offered, tool))
 
 
-def recorded_calls(session: Session, window: TrajectoryWindow, tool: str) -> list[RecordedCall]:
+def recorded_calls(records: Iterable[ToolCallRecord], tool: str) -> list[RecordedCall]:
     """The tool's calls, once each, as the window's analysis counts them
     (`distinct_tool_calls`)."""
-    records = (r for r in tool_call_records(session, window) if r.tool == tool)
-    return [RecordedCall(r, _parse(r.arguments)) for r in distinct_tool_calls(records)]
+    calls = (r for r in records if r.tool == tool)
+    return [RecordedCall(r, _parse(r.arguments)) for r in distinct_tool_calls(calls)]
 
 
 def _parse(arguments: str) -> dict | None:
@@ -86,10 +86,10 @@ def split_calls(
     return successes, failures
 
 
-def offered_spec(session: Session, window: TrajectoryWindow, tool: str) -> dict | None:
+def offered_spec(offered: Iterable[list[dict]], tool: str) -> dict | None:
     """The tool as the window's llm calls offered it (the most frequent form), or None."""
     seen: Counter[str] = Counter()
-    for specs in offered_tool_lists(session, window):
+    for specs in offered:
         for item in specs:
             if item.get("name") == tool and item.get("parameters"):
                 seen[json.dumps(item, sort_keys=True)] += 1

@@ -12,34 +12,26 @@ examples and a description that states it; a parameter may be renamed for the mo
 Each edit is proven on the window's recorded calls (`evolution.tool_schema.validation`,
 the "replay" of its evidence): they are validated (JSON Schema 2020-12) against the schema
 the model was offered and against the candidate. The gateway applies the result
-(`runtime.version.overlays`).
+(`runtime.version.overlays`). The evidence, `RecordedTool`, is read by
+`activities.operators.tool_schema`.
 """
 
 from __future__ import annotations
 
-from functools import partial
-
 from atdp import ToolOverride
 from evolution.decision import DecisionRecord
-from evolution.operators import Candidate, Operator, OperatorError
-from evolution.tool_schema.calls import RecordedTool, recorded_tool, split_calls
+from evolution.operators import Candidate, OperatorError
+from evolution.tool_schema.calls import RecordedTool, split_calls
 from evolution.tool_schema.candidate import schema_candidate
 from evolution.tool_schema.config import ToolSchemaConfig
 from evolution.tool_schema.edits import OfferedTool, Target
 from evolution.tool_schema.refusals import edit_from_refusals
 from evolution.tool_schema.successes import edit_from_successes
 from evolution.tool_schema.validation import validate_calls
-from evolution.window import FailureKind, WindowSpec, trajectory_window
-from registry import AgentVersion, Session
+from evolution.window import FailureKind
+from registry import AgentVersion
 
-__all__ = ["propose_tool_schema", "read_tool_schema", "tool_schema_operator"]
-
-
-def read_tool_schema(
-    session: Session, parent: AgentVersion, decision: DecisionRecord, window: WindowSpec
-) -> RecordedTool:
-    """The evidence: the window's calls of the decision's tool and the spec it was offered."""
-    return recorded_tool(session, trajectory_window(window), _target(decision).tool)
+__all__ = ["propose_tool_schema", "schema_target"]
 
 
 def propose_tool_schema(
@@ -61,7 +53,7 @@ def propose_tool_schema(
             refusals that state nothing or contradict each other).
     """
     config = config or ToolSchemaConfig()
-    target = _target(decision)
+    target = schema_target(decision)
     successes, failures = split_calls(recorded.calls, target.parameter, target.error_class)
     tool = _offered_tool(recorded.offered, parent, target)
     before = validate_calls(
@@ -79,7 +71,12 @@ def propose_tool_schema(
     return schema_candidate(parent.spec, tool, target, edit, successes, failures, before)
 
 
-def _target(decision: DecisionRecord) -> Target:
+def schema_target(decision: DecisionRecord) -> Target:
+    """The tool parameter (and error class) the decision's cluster says to constrain.
+
+    Raises:
+        OperatorError: the decision targets no tool_argument cluster naming a parameter.
+    """
     cluster = decision.target
     if cluster is None or cluster.kind is not FailureKind.TOOL_ARGUMENT:
         raise OperatorError("the tool-schema operator needs a tool_argument failure cluster")
@@ -100,8 +97,3 @@ def _offered_tool(offered: dict | None, parent: AgentVersion, target: Target) ->
         offered_schema=offered.get("parameters") or schema,
         description=override.description or offered.get("description"),
     )
-
-
-def tool_schema_operator(config: ToolSchemaConfig | None = None) -> Operator:
-    """The tool-schema operator, `config` bound (default: `ToolSchemaConfig()`)."""
-    return Operator(read=read_tool_schema, propose=partial(propose_tool_schema, config=config))

@@ -14,9 +14,10 @@ from temporalio.exceptions import ApplicationError
 import activities.evolution
 from activities.evolution import EvolutionActivities
 from activities.models import CandidateRequest
+from activities.operators import Operator
 from atdp import utcnow
 from evolution.decision import Action
-from evolution.operators import Candidate, Operator, OperatorError
+from evolution.operators import Candidate, OperatorError
 from evolution.window import WindowSpec
 from registry import get_version, transaction
 from tests.evolution.window_helpers import AGENT, decision_for, world

@@ -7,10 +7,11 @@ from datetime import timedelta
 
 import pytest
 
+from activities.evidence import read_window
 from activities.models import ScoreRequest
 from activities.scorers import ScorerActivities
 from atdp import MessageAction, RewardSource, utcnow
-from evolution.analysis import analyse_window
+from evolution.analysis import measure_window
 from evolution.window import WindowSpec
 from registry import list_rewards, scorer_summaries, set_agent_settings, transaction
 from tests.evolution.window_helpers import AGENT, Recorder, store, trajectory, world
@@ -46,14 +47,14 @@ def test_a_code_scorers_rewards_reach_the_window(engine) -> None:
         {"name": "booking", "entry_point": f"{SCORERS}:says_booked", "reward": "task_success"},
     )
     with transaction(engine) as session:
-        before = analyse_window(session, window)
+        before = measure_window(read_window(session, window))
     assert before.task_success.total == 0  # nobody said how any went
 
     activities = ScorerActivities(engine)
     report = activities.score_traffic(ScoreRequest(window=window))
     assert (report.scorers["booking"].scored, report.scorers["booking"].failed) == (3, 0)
     with transaction(engine) as session:
-        after = analyse_window(session, window)
+        after = measure_window(read_window(session, window))
         rewards = list_rewards(session, made[0].tenant, trajectory_id=made[0].id)
     assert (after.task_success.successes, after.task_success.total) == (2, 3)
     assert [(r.name, r.source, r.critique) for r in rewards] == [

@@ -11,11 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from activities.evidence import read_window
 from atdp import OutcomeStatus, Traffic, utcnow
 from evolution.analysis import (
-    analyse_window,
     error_class_name,
     jensen_shannon,
+    measure_window,
     tool_setup,
 )
 from evolution.memory.topic import topic
@@ -42,7 +43,7 @@ SECOND = timedelta(seconds=1)
 
 def analyse(engine, **spec):
     with transaction(engine) as session:
-        return analyse_window(session, WindowSpec(agent=AGENT, **spec))
+        return measure_window(read_window(session, WindowSpec(agent=AGENT, **spec)))
 
 
 def cluster(stats, kind: FailureKind, key: str):
@@ -103,7 +104,7 @@ def test_counts_success_reward_and_cost(engine) -> None:
     assert (stats.since, stats.until) == (base - 2 * HOUR, base)
 
     with transaction(engine) as session, pytest.raises(NotFoundError):
-        analyse_window(session, WindowSpec(agent="no-such-agent", last=10))
+        measure_window(read_window(session, WindowSpec(agent="no-such-agent", last=10)))
 
 
 def test_corrections_and_missing_facts(engine) -> None:

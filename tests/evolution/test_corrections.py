@@ -11,6 +11,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from activities.evidence import correction_records
 from atdp import utcnow
 from evolution.corrections import (
     CorrectionKind,
@@ -21,7 +22,6 @@ from evolution.corrections import (
     group_by_meaning,
     join_nearest,
     specifics,
-    window_corrections,
 )
 from evolution.corrections.words import STOPWORDS
 from evolution.window import WindowSpec
@@ -249,7 +249,7 @@ MINUTE = timedelta(minutes=1)
 
 def corrections(engine, since):
     with transaction(engine) as session:
-        return window_corrections(session, WindowSpec(agent=AGENT, since=since))
+        return correction_records(session, WindowSpec(agent=AGENT, since=since)).corrections()
 
 
 def test_the_next_turn_after_a_rated_down_answer_is_a_correction(engine) -> None:

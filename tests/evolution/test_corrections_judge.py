@@ -17,10 +17,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from sqlmodel import select
 
+from activities.evidence import read_window
 from activities.evolution import EvolutionActivities
 from activities.models import DecideRequest
+from activities.operators import memory_operator
 from atdp import Harness, ModelRef, VersionSpec, utcnow
-from evolution.analysis import analyse_window
+from evolution.analysis import measure_window
 from evolution.corrections import (
     JUDGE_PROMPT,
     CorrectionKind,
@@ -31,7 +33,6 @@ from evolution.corrections import (
     read_corrections,
 )
 from evolution.decision import Action, PolicyConfig, decide
-from evolution.memory.operator import memory_operator
 from evolution.window import FailureKind, WindowSpec, trajectory_window
 from evoplane.scenarios.upstream import ModelServer
 from proxy.config import GatewayConfig
@@ -247,7 +248,7 @@ def test_the_memory_operator_finds_the_judges_cluster_again(engine) -> None:
     window = WindowSpec(agent=AGENT, since=base - MINUTE)
     policy = PolicyConfig(min_trajectories=1, min_cluster_trajectories=1)
     with transaction(engine) as session:
-        chosen = decide(analyse_window(session, window, judge=lounge_oracle), policy)
+        chosen = decide(measure_window(read_window(session, window), judge=lounge_oracle), policy)
         parent = get_version(session, current_aliases(session, AGENT).stable)
     assert chosen.action is Action.MEMORY and chosen.target.trajectories == 3
 

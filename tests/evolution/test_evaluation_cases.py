@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from datetime import timedelta
 
+from activities.operators import read_harness_cases
 from atdp import MessageAction, utcnow
 from evolution.evaluation import (
     fixed_failure_cases,
@@ -13,7 +14,7 @@ from evolution.evaluation import (
     required_safety_cases,
     with_required,
 )
-from evolution.harness.operator import HarnessCase, gepa_feedback, harness_cases
+from evolution.harness.operator import HarnessCase, gepa_feedback
 from evolution.safety import SafetyCase
 from evolution.window import WindowSpec
 from registry import (
@@ -146,8 +147,8 @@ def test_the_harness_optimiser_learns_the_sets_cases_with_their_feedback(engine)
             reason="t",
         )
         window = WindowSpec(agent=AGENT, since=utcnow() - timedelta(hours=1))
-        assert harness_cases(session, window) == []  # nothing in the window itself
-        (learned,) = harness_cases(session, window, evaluation=held)
+        assert read_harness_cases(session, window) == []  # nothing in the window itself
+        (learned,) = read_harness_cases(session, window, evaluation=held)
     assert learned.trajectory_id == str(old.id) and not learned.succeeded
     assert learned.required_facts == ["Bags: thirty kilos."] and learned.feedback == [said]
     words = gepa_feedback(learned, 0.0)

@@ -8,11 +8,11 @@ from __future__ import annotations
 import random
 from datetime import timedelta
 
+from activities.evidence import correction_records, read_window, recorded_cases
 from atdp import ChatMessage, EventKind, MessageAction, Observation, utcnow
-from evolution.analysis import analyse_window
-from evolution.corrections import CorrectionKind, correction_groups, window_corrections
+from evolution.analysis import measure_window
+from evolution.corrections import CorrectionKind, correction_groups
 from evolution.decision import Action, decide
-from evolution.replay.cases import recorded_cases
 from evolution.window import WindowSpec
 from registry import transaction
 from tests.evolution.window_helpers import AGENT, TENANTS, Recorder, store, trajectory, world
@@ -66,7 +66,7 @@ STATED = (
 def test_a_denial_then_a_statement_in_the_next_turn_is_one_correction(engine) -> None:
     base = two_turn_denials(engine, sessions=10, wrong=1.0)
     with transaction(engine) as session:
-        found = window_corrections(session, window(engine, base))
+        found = correction_records(session, window(engine, base)).corrections()
     assert len(found) == 10  # one per trajectory, not one per message
     for correction in found:
         assert correction.text.startswith(("Das stimmt nicht.", "Nein, falsch."))
@@ -83,7 +83,7 @@ def test_a_window_whose_only_evidence_is_follow_ups_is_a_failing_window_with_a_f
 ) -> None:
     base = two_turn_denials(engine)
     with transaction(engine) as session:
-        stats = analyse_window(session, window(engine, base))
+        stats = measure_window(read_window(session, window(engine, base)))
         cases = recorded_cases(session, window(engine, base))
 
     assert stats.task_success.rate == 0.0 and stats.success_evidence == {"follow_up": 24}
@@ -124,7 +124,7 @@ def test_users_asking_back_for_what_the_answer_left_out_call_for_the_harness(eng
     store(engine, trajectories, rec.events)
 
     with transaction(engine) as session:
-        stats = analyse_window(session, window(engine, base))
+        stats = measure_window(read_window(session, window(engine, base)))
         cases = recorded_cases(session, window(engine, base))
 
     top = stats.failures[0]

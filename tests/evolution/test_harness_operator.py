@@ -15,16 +15,10 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
+from activities.operators import make_harness_operator, read_harness_cases
 from atdp import ChatMessage, MessageAction, Observation, OutcomeStatus, utcnow
 from evolution.decision import Action, DecisionRecord
-from evolution.harness import (
-    HarnessCase,
-    HarnessConfig,
-    case_score,
-    harness_cases,
-    make_harness_operator,
-    propose_harness,
-)
+from evolution.harness import HarnessCase, HarnessConfig, case_score, propose_harness
 from evolution.harness.program import render_request
 from evolution.operators import OperatorError
 from evolution.window import FailureKind, WindowSpec
@@ -136,7 +130,7 @@ def test_cases_carry_the_corrected_facts(registry) -> None:
     world(registry)
     window = recorded_window(registry)
     with transaction(registry) as session:
-        cases = harness_cases(session, window)
+        cases = read_harness_cases(session, window)
     failures = [case for case in cases if not case.succeeded]
     assert len(failures) == 2 and all(case.required_facts == [FACT] for case in failures)
     assert {case.messages[-1]["content"] for case in cases} == {REFUNDS, HOURS}
@@ -231,7 +225,7 @@ def test_every_harness_is_scored_on_the_same_seeds(registry, upstream) -> None:
     upstream.reset()
     config = HarnessConfig(samples=3, max_bootstrapped_demos=0, max_labeled_demos=0)
     with transaction(registry) as session:
-        cases = harness_cases(session, window, per_kind=config.per_kind)
+        cases = read_harness_cases(session, window, per_kind=config.per_kind)
     candidate = propose_harness(
         cases, parent, decision(window), lm_factory=lm_factory(upstream), config=config
     )
@@ -255,7 +249,7 @@ def test_the_candidate_is_a_pure_function_of_the_window(registry, upstream) -> N
     proposals = []
     for _ in range(2):
         with transaction(registry) as session:
-            cases = harness_cases(session, window)
+            cases = read_harness_cases(session, window)
         proposals.append(
             propose_harness(cases, parent, decision(window), lm_factory=lm_factory(upstream))
         )

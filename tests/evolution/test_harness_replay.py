@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
+from activities.operators import read_harness_cases
 from atdp import Harness, ModelRef, VersionSpec, utcnow
 from evolution.decision import Action
 from evolution.gates import GateConfig, Verdict
-from evolution.harness import HarnessConfig, harness_cases, propose_harness
+from evolution.harness import HarnessConfig, propose_harness
 from evolution.window import WindowSpec
 from registry import register_version, set_agent_settings, transaction
 from tests.evolution.gateway_agent import AGENT, Agent, LiveGateway, live_gateway
@@ -108,7 +109,7 @@ async def test_a_harness_candidate_fixes_held_out_failures_on_replay(tmp_path) -
         parent = live.version()
         with transaction(live.engine) as session:
             built = propose_harness(
-                harness_cases(session, training),
+                read_harness_cases(session, training),
                 parent,
                 decision(training),
                 lm_factory=lm_factory(live),

@@ -16,9 +16,9 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
+from activities.operators import make_harness_operator, read_harness_cases
 from atdp import ChatMessage, MessageAction, Observation, ToolCall, ToolSpec, utcnow
 from evolution.decision import Action, DecisionRecord
-from evolution.harness import harness_cases, make_harness_operator
 from evolution.window import WindowSpec
 from evoplane.scenarios.model import ScriptedModel
 from evoplane.scenarios.upstream import ModelServer
@@ -97,7 +97,7 @@ def test_a_tool_routing_failure_is_fixed_by_the_harness_that_routes_right(regist
     world(registry)
     window = routing_window(registry, world_)
     with transaction(registry) as session:
-        cases = harness_cases(session, window)
+        cases = read_harness_cases(session, window)
         parent = get_version(session, current_aliases(session, AGENT).stable)
     blamed = [c for c in cases if c.tool_case and not c.succeeded]
     assert len(blamed) == 8 and all(c.recorded_tools == ["reset_login"] for c in blamed)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from activities.evidence import read_window
 from atdp import utcnow
-from evolution.analysis import analyse_window
+from evolution.analysis import measure_window
 from evolution.window import WindowSpec
 from registry import create_db_engine, transaction, upgrade, write_batch
 from tests.conftest import postgres_schema_url
@@ -45,7 +46,7 @@ def test_analysis_counts_more_corrections_than_a_statement_takes_parameters(
         write_batch(session, sessions, recorder.events, rewards)
 
     with transaction(engine) as session:
-        stats = analyse_window(session, WindowSpec(agent=AGENT, since=start))
+        stats = measure_window(read_window(session, WindowSpec(agent=AGENT, since=start)))
 
     assert stats.trajectories == SESSIONS
     assert stats.llm_calls == SESSIONS * ANSWERS

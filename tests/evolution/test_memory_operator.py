@@ -8,11 +8,12 @@ from datetime import timedelta
 
 import pytest
 
+from activities.evidence import read_window
+from activities.operators import memory_operator
 from atdp import utcnow
-from evolution.analysis import analyse_window
+from evolution.analysis import measure_window
 from evolution.decision import Action, DecisionRecord, PolicyConfig, decide
 from evolution.memory.distil import FactRelation, fact_text, relation
-from evolution.memory.operator import memory_operator
 from evolution.operators import Candidate, OperatorError
 from evolution.window import FailureCluster, FailureKind, WindowSpec
 from registry import (
@@ -106,7 +107,7 @@ def test_corrections_become_a_tenant_fact_with_provenance(engine) -> None:
     window = traffic.store()
     with transaction(engine) as session:
         policy = PolicyConfig(min_trajectories=1, min_cluster_trajectories=1)
-        chosen = decide(analyse_window(session, window), policy, force=Action.MEMORY)
+        chosen = decide(measure_window(read_window(session, window)), policy, force=Action.MEMORY)
         parent = get_version(session, current_aliases(session, AGENT).stable)
     assert chosen.target is not None and chosen.target.key == REFUNDS
 

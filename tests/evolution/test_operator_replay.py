@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from activities.operators import memory_operator
 from atdp import ChatMessage, Harness, MessageAction, ModelRef, Observation, OutcomeStatus, utcnow
 from evolution.decision import Action
 from evolution.gates import Verdict
-from evolution.memory.operator import memory_operator
 from evolution.window import WindowSpec
 from registry import get_version, register_version, set_agent_settings, transaction
 from tests.evolution.replay_helpers import held_out_gate, improvement

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from atdp import EventKind, OutcomeStatus, TrajectoryOutcome, utcnow
-from evolution.replay.cases import recorded_cases
+from activities.evidence import recorded_cases
+from atdp import EventKind, OutcomeStatus, TrajectoryOutcome, new_id, utcnow
+from evolution.replay.cases import case_verdicts, chosen_cases
 from evolution.window import WindowSpec
-from registry import add_rewards, insert_events, record_trajectory, transaction
+from registry import WindowTrajectory, add_rewards, insert_events, record_trajectory, transaction
 from tests.evolution.test_memory_operator import Traffic
 from tests.evolution.window_helpers import world
 from tests.registry.helpers import event, reward, seed_world, trajectory
@@ -67,3 +68,21 @@ def test_facts_users_supplied_become_required_facts(engine) -> None:
         ["The refund window is 30 days, not 14."]
     ]
     assert corrected[0].recorded_success is False  # a correction is a failed answer
+
+
+def test_the_newest_answered_cases_of_each_kind_are_chosen_failures_first() -> None:
+    rows = [
+        WindowTrajectory(
+            id=new_id(), tenant="acme", session=f"s-{i}", task_type=None, version_id="v",
+            started_at=utcnow(), outcome_status=status,
+        )
+        for i, status in enumerate(["success", "failure", None, "failure", "error", "success"])
+    ]  # fmt: skip
+    verdicts = case_verdicts(rows, [], [])
+    assert [(v.trajectory.session, v.succeeded) for v in verdicts] == [
+        ("s-0", True), ("s-1", False), ("s-3", False), ("s-4", False), ("s-5", True),
+    ]  # fmt: skip
+    unanswered = rows[1].id
+    answered = {row.id for row in rows} - {unanswered}
+    chosen = chosen_cases(verdicts, answered, per_kind=2)
+    assert [v.trajectory.session for v in chosen] == ["s-3", "s-4", "s-0", "s-5"]

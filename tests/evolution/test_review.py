@@ -10,9 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from activities.evidence import correction_records, read_window
 from atdp import CategoricalValue, MessageAction, RewardSource, utcnow
-from evolution.analysis import analyse_window
-from evolution.corrections import CorrectionKind, window_corrections
+from evolution.analysis import measure_window
+from evolution.corrections import CorrectionKind
 from evolution.corrections.reviewed import REVIEWED_KIND
 from evolution.decision import Action, PolicyConfig, decide
 from evolution.review import (
@@ -89,8 +90,8 @@ def test_a_reviewers_reading_of_unsure_corrections_changes_the_next_decision(eng
     window = unsure_window(engine)
     policy = PolicyConfig(min_trajectories=5, min_cluster_trajectories=5)
     with transaction(engine) as session:
-        before = decide(analyse_window(session, window), policy)
-        drafts = correction_drafts(AGENT, window_corrections(session, window))
+        before = decide(measure_window(read_window(session, window)), policy)
+        drafts = correction_drafts(AGENT, correction_records(session, window).corrections())
         items = queue_review_items(session, drafts)
     assert before.action is not Action.MEMORY
     assert len(items) == 8 and {i.body["reading"] for i in items} == {"other"}
@@ -101,8 +102,8 @@ def test_a_reviewers_reading_of_unsure_corrections_changes_the_next_decision(eng
             add_rewards(session, effects.rewards)
             add_rewards(session, effects.rewards)  # a retried label adds nothing
     with transaction(engine) as session:
-        after = decide(analyse_window(session, window), policy)
-        read = window_corrections(session, window)
+        after = decide(measure_window(read_window(session, window)), policy)
+        read = correction_records(session, window).corrections()
         assert correction_drafts(AGENT, read) == []  # read now: nothing left to ask
     assert after.action is Action.MEMORY and after.target.trajectories == 8
     assert {c.kind for c in read} == {CorrectionKind.MISSING_FACT} and read[0].text == FACT
@@ -112,7 +113,7 @@ def test_not_a_correction_leaves_the_words_out_and_the_latest_reading_wins(engin
     window = unsure_window(engine, corrected=2, fine=0)
     with transaction(engine) as session:
         first, second = queue_review_items(
-            session, correction_drafts(AGENT, window_corrections(session, window))
+            session, correction_drafts(AGENT, correction_records(session, window).corrections())
         )
     now = utcnow()
     with transaction(engine) as session:
@@ -122,7 +123,7 @@ def test_not_a_correction_leaves_the_words_out_and_the_latest_reading_wins(engin
         add_rewards(
             session, label_effects(second, "not_a_correction", reviewer="ana", at=now).rewards
         )
-        read = window_corrections(session, window)
+        read = correction_records(session, window).corrections()
     assert [(c.trajectory_id, c.kind) for c in read] == [
         (uuid.UUID(first.subject["trajectory_id"]), CorrectionKind.TOOL_USE)
     ]

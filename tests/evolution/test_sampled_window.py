@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from activities.evidence import read_window
 from atdp import utcnow
 from benchmarks.window_analysis import AGENT, DAY, seed
-from evolution.analysis import measure_window, read_window
+from evolution.analysis import measure_window
 from evolution.decision import decide
 from evolution.window import WindowSpec
 from registry import create_db_engine, transaction, upgrade

@@ -9,11 +9,12 @@ from datetime import timedelta
 
 import pytest
 
+from activities.evidence import read_window
+from activities.operators import skill_operator
 from atdp import utcnow
-from evolution.analysis import analyse_window
+from evolution.analysis import measure_window
 from evolution.decision import Action, decide
 from evolution.operators import OperatorError
-from evolution.skills.operator import skill_operator
 from evolution.window import FailureKind, WindowSpec
 from registry import current_aliases, get_version, transaction
 from runtime.version.skills import SkillIndex
@@ -111,7 +112,7 @@ def test_a_guided_procedure_is_decided_distilled_and_reaches_its_requests(engine
     world(engine)
     window = restores(engine)
     with transaction(engine) as session:
-        stats = analyse_window(session, window)
+        stats = measure_window(read_window(session, window))
         (procedure,) = stats.procedures
         assert (procedure.task_type, procedure.step, procedure.trajectories) == (TASK, 3, 18)
         assert procedure.consistency == 1.0 and procedure.fixed.rate == 1.0
@@ -146,7 +147,7 @@ def test_without_the_pattern_the_decision_is_not_skill(engine) -> None:
         window.other("acme")
     spec = window.store()
     with transaction(engine) as session:
-        stats = analyse_window(session, spec)
+        stats = measure_window(read_window(session, spec))
     record = decide(stats)
     assert record.action is not Action.SKILL
     assert record.signals["top_procedure_consistency"] in (None, pytest.approx(0.25, abs=0.1))
@@ -172,7 +173,7 @@ def test_with_only_guided_trajectories_the_corrected_step_moves_after_the_guided
     world(engine)
     window = restores(engine, guided=20, unguided=0, others=12)
     with transaction(engine) as session:
-        record = decide(analyse_window(session, window))
+        record = decide(measure_window(read_window(session, window)))
         assert record.action is Action.SKILL, record.reason
         parent = get_version(session, current_aliases(session, AGENT).stable)
         candidate = skill_operator().run(session, parent, record, window)

@@ -14,16 +14,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from activities.evidence import read_window
+from activities.operators import tool_schema_operator
 from atdp import EventKind, Observation, ToolSpec, utcnow
-from evolution.analysis import analyse_window
+from evolution.analysis import measure_window
 from evolution.decision import Action, DecisionRecord
 from evolution.operators import OperatorError
-from evolution.tool_schema import (
-    ToolSchemaConfig,
-    infer_pattern,
-    infer_rules,
-    tool_schema_operator,
-)
+from evolution.tool_schema import ToolSchemaConfig, infer_pattern, infer_rules
 from evolution.window import FailureKind, WindowSpec
 from registry import get_version, register_version, transaction
 from runtime.version.overlays import apply_overlays, restore_response
@@ -72,7 +69,7 @@ def propose(engine, key: str, **options):
     """Analyse the window, aim a decision at cluster `key`, and run the operator."""
     spec = WindowSpec(agent=AGENT, since=utcnow() - 2 * HOUR)
     with transaction(engine) as session:
-        stats = analyse_window(session, spec)
+        stats = measure_window(read_window(session, spec))
         target = next(
             c for c in stats.failures if c.kind is FailureKind.TOOL_ARGUMENT and c.key == key
         )
@@ -312,7 +309,7 @@ def test_renaming_is_an_option(engine) -> None:
     spec = WindowSpec(agent=AGENT, since=utcnow() - 2 * HOUR)
     operator = tool_schema_operator(ToolSchemaConfig(rename=False))
     with transaction(engine) as session:
-        stats = analyse_window(session, spec)
+        stats = measure_window(read_window(session, spec))
         target = next(c for c in stats.failures if c.key == "lookup_order.id:validation_error")
         decision = DecisionRecord(
             action=Action.TOOL_SCHEMA,

@@ -20,15 +20,15 @@ from typing import Any
 
 import jsonschema
 
+from activities.evidence import read_window, recorded_cases
+from activities.operators import tool_schema_operator
 from activities.replay_gate import ReplayGate
 from atdp import ToolOverride, utcnow
-from evolution.analysis import analyse_window
+from evolution.analysis import measure_window
 from evolution.decision import Action, DecisionRecord
 from evolution.gates import GateConfig, GateResult, Verdict
 from evolution.operators import Candidate
 from evolution.replay import ToolOutput, action_of, replay_trajectory
-from evolution.replay.cases import recorded_cases
-from evolution.tool_schema import tool_schema_operator
 from evolution.window import FailureKind, WindowSpec
 from registry import AgentVersion, register_version, set_agent_settings, transaction
 from tests.evolution.gateway_agent import AGENT, Agent, LiveGateway, live_gateway
@@ -97,7 +97,7 @@ def build_candidate(
 ) -> tuple[AgentVersion, AgentVersion, Candidate]:
     """Analyse the training window, aim at the format cluster, and register the candidate."""
     with transaction(live.engine) as session:
-        stats = analyse_window(session, training)
+        stats = measure_window(read_window(session, training))
         (cluster,) = [c for c in stats.failures if c.kind is FailureKind.TOOL_ARGUMENT]
         decision = DecisionRecord(
             action=Action.TOOL_SCHEMA,

@@ -10,14 +10,13 @@ import pytest
 
 import evolution.window
 import registry.windows
+from activities.evidence import canary_traffic, read_window, recorded_cases, shadow_traffic
+from activities.operators import memory_operator, tool_schema_operator
 from atdp import Traffic, utcnow
-from evolution.analysis import analyse_window
+from evolution.analysis import measure_window
 from evolution.decision import Action
-from evolution.memory.operator import memory_operator
 from evolution.operators import OperatorError
-from evolution.replay.cases import recorded_cases
-from evolution.samples import canary_metrics, shadow_metrics
-from evolution.tool_schema import tool_schema_operator
+from evolution.samples import canary_metrics
 from evolution.window import FailureKind, WindowSpec, trajectory_window
 from registry import TrajectoryWindow, get_version, transaction
 from tests.evolution.window_helpers import (
@@ -60,7 +59,7 @@ def _readers(session, spec: WindowSpec, stable: str) -> dict[str, Callable[[], o
     memory = decision_for(spec, Action.MEMORY)
     tools = decision_for(spec, Action.TOOL_SCHEMA, _TOOL_ARGUMENT)
     return {
-        "analysis": lambda: analyse_window(session, spec, now=NOW),
+        "analysis": lambda: measure_window(read_window(session, spec, now=NOW)),
         "replay cases": lambda: recorded_cases(session, spec),
         "memory operator": lambda: memory_operator().run(session, parent, memory, spec),
         "tool-schema operator": lambda: tool_schema_operator().run(session, parent, tools, spec),
@@ -107,8 +106,8 @@ def test_the_live_gates_read_the_spec_window_per_version(engine, queried, name: 
     spec = SPECS[name]
     expected = trajectory_window(spec, until=NOW)
     with transaction(engine) as session:
-        canary_metrics(session, spec, stable, "candidate")
-        shadow_metrics(session, spec, stable, "candidate")
+        canary_traffic(session, spec, stable, "candidate")
+        shadow_traffic(session, spec, stable, "candidate")
     served = {
         expected.model_copy(update={"version_ids": (version,), "traffic": traffic})
         for version, traffic in [
@@ -148,7 +147,7 @@ def test_canary_rewards_carry_each_tenants_success_before_the_window(engine) -> 
     store(engine, served, recorder.events, rewards)
     spec = WindowSpec(agent=AGENT, since=start, until=NOW)
     with transaction(engine) as session:
-        reward, _ = canary_metrics(session, spec, stable, candidate)
+        reward, _ = canary_metrics(canary_traffic(session, spec, stable, candidate))
     assert [(s.tenant, s.value, s.covariate) for s in reward.baseline] == [
         ("acme", 1.0, pytest.approx(0.3))
     ]
@@ -181,8 +180,9 @@ def test_a_silent_session_counts_as_accepted_once_its_user_had_the_time_to_compl
     spec = WindowSpec(agent=AGENT, since=start, until=NOW)
     settled = NOW - timedelta(minutes=5)
     with transaction(engine) as session:
-        reward, _ = canary_metrics(session, spec, stable, candidate, settled_before=settled)
-        strict, _ = canary_metrics(session, spec, stable, candidate)
+        traffic = canary_traffic(session, spec, stable, candidate)
+    reward, _ = canary_metrics(traffic, settled_before=settled)
+    strict, _ = canary_metrics(traffic)
     assert sorted(s.value for s in reward.baseline) == [0.0, 1.0]
     assert [s.value for s in reward.candidate] == [1.0]
     assert str(served[3].id) not in {s.key for s in reward.candidate}

@@ -20,7 +20,15 @@ from atdp import (
 from evolution.replay import request_body
 from evolution.rl.rewards import ToolCallReward
 from evolution.rl.samples import recorded_prompts
-from registry import Alias, MemoryKind, add_memory_item, register_version, set_alias, transaction
+from registry import (
+    Alias,
+    MemoryKind,
+    add_memory_item,
+    register_version,
+    set_alias,
+    training_records,
+    transaction,
+)
 from runtime.version.overlays import MEMORY_BLOCK_START, apply_overlays, served_tools
 from tests.proxy.test_gateway_sdk import LOOKUP, client, stored
 
@@ -359,7 +367,7 @@ def test_a_training_prompt_keeps_what_the_agents_tools_accept(live, upstream) ->
     assert posted.status_code == 201, posted.text
     server.flush()
     with transaction(engine) as session:
-        (prompt,) = recorded_prompts(session, "support-bot", ["acme"])
+        (prompt,) = recorded_prompts(training_records(session, "support-bot", ["acme"]))
     assert prompt.tools[0]["function"]["parameters"] == shown  # what the model saw
     assert prompt.agent_tools == [LOOKUP]
     assert prompt.argument_maps == {"lookup_order": {"id": "order_id"}}

@@ -22,8 +22,9 @@ from opentelemetry.sdk.trace.export import (
 )
 from opentelemetry.trace import SpanKind
 
+from activities.evidence import read_window
 from atdp import ReplayClass
-from evolution.analysis import analyse_window
+from evolution.analysis import measure_window
 from evolution.window import WindowSpec
 from proxy.config import GatewayConfig
 from proxy.otlp.trace import trajectory_id
@@ -663,7 +664,7 @@ def test_window_analysis_counts_ingested_traces_and_their_rewards(live) -> None:
     server.flush()
 
     with transaction(engine) as s:
-        stats = analyse_window(s, WindowSpec(agent="support-bot", last=10))
+        stats = measure_window(read_window(s, WindowSpec(agent="support-bot", last=10)))
         rewards = list_rewards(s, "acme", trajectory_id=answer.trajectory_id)
     assert (stats.trajectories, stats.sessions, stats.tenants) == (3, 3, ["acme"])
     assert stats.llm_calls == 4 and stats.tool_calls == 2

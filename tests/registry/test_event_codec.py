@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from activities.evidence import recorded_cases
 from atdp import (
     ChatMessage,
     Event,
@@ -28,7 +29,6 @@ from atdp import (
     new_id,
     utcnow,
 )
-from evolution.replay.cases import recorded_cases
 from evolution.rl.samples import record_prompts, recorded_prompts
 from evolution.window import WindowSpec
 from registry import (
@@ -39,6 +39,7 @@ from registry import (
     get_stored_response,
     offered_tool_lists,
     offered_tools,
+    training_records,
     transaction,
     window_events,
     write_batch,
@@ -228,7 +229,7 @@ def test_every_reader_gets_the_documents_a_session_was_written_with(world) -> No
         [record] = export_records(session, "acme", "support-bot")
         expected = _record(traj, written, [reward(traj, 1.0)])
         assert record["events"] == expected["events"] and record["steps"] == expected["steps"]
-        prompts = recorded_prompts(session, "support-bot", ["acme"])
+        prompts = recorded_prompts(training_records(session, "support-bot", ["acme"]))
         assert prompts == record_prompts(expected)
         [case] = recorded_cases(session, WindowSpec(agent="support-bot", last=10))
         assert case.events == written

@@ -27,6 +27,7 @@ from registry import (
     list_rewards,
     list_trajectories,
     record_trajectory,
+    training_records,
     transaction,
 )
 from registry.export import export_page, export_start
@@ -133,3 +134,15 @@ def test_paged_exports_hold_what_one_at_a_time_did(seeded, size, limit, tenant) 
     for record in paged:
         assert all(e["metadata"]["traffic"] == "user" for e in record["events"])
         assert len(record["steps"]) == sum(e["kind"] == "llm_call" for e in record["events"])
+
+
+def test_a_training_export_is_each_tenants_export_in_turn(seeded) -> None:
+    with transaction(seeded) as session:
+        both = list(training_records(session, "support-bot", ["globex", "acme"]))
+        each = [
+            *export_records(session, "globex", "support-bot"),
+            *export_records(session, "acme", "support-bot"),
+        ]
+        none = list(training_records(session, "support-bot", []))
+    assert [r["trajectory_id"] for r in both] == [r["trajectory_id"] for r in each]
+    assert {r["tenant"] for r in both} == {"acme", "globex"} and none == []

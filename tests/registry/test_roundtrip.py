@@ -15,6 +15,8 @@ from registry import (
     insert_events,
     list_rewards,
     record_trajectory,
+    trajectories_holding,
+    trajectory_events,
     transaction,
 )
 from tests import strategies as S
@@ -91,3 +93,23 @@ def test_writes_are_idempotent(world) -> None:
     with transaction(world) as session:
         assert len(get_events(session, "acme", t.id)) == 2
         assert len(list_rewards(session, "acme", trajectory_id=t.id)) == 1
+
+
+def test_trajectories_are_read_together_as_each_alone(world) -> None:
+    from atdp import EventKind
+    from tests.registry.helpers import event, trajectory
+
+    talked, answered = trajectory("acme"), trajectory("globex")
+    user = event(talked, 0).model_copy(update={"kind": EventKind.USER_MESSAGE})
+    events = [user, event(answered, 1), event(answered, 0)]
+    with transaction(world) as session:
+        record_trajectory(session, talked)
+        record_trajectory(session, answered)
+        insert_events(session, events)
+    ids = [talked.id, answered.id, new_id()]  # one with no events at all
+    with transaction(world) as session:
+        together = trajectory_events(session, ids)
+        alone = {t.id: get_events(session, t.tenant, t.id) for t in (talked, answered)}
+        holding = trajectories_holding(session, ids, EventKind.LLM_CALL)
+    assert together == alone and [e.seq for e in together[answered.id]] == [0, 1]
+    assert holding == {answered.id}

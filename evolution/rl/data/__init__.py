@@ -1,6 +1,6 @@
 """Training data from every signal a training export holds, one module per kind.
 
-Every builder reads only what `evolution.rl.samples.training_records` yields (the registry's
+Every builder reads only what `registry.training_records` yields (the registry's
 training export: eligible events of real user traffic, never shadow or evaluation traffic,
 never `debug_only` or `audit_only` data), or prompts made from it:
 

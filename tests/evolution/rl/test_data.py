@@ -30,13 +30,14 @@ from evolution.rl.data import (
     teacher_targets,
 )
 from evolution.rl.rewards import ToolCallReward
-from evolution.rl.samples import RecordedPrompt, recorded_prompts, training_records
+from evolution.rl.samples import RecordedPrompt, recorded_prompts
 from registry import (
     add_rewards,
     get_events,
     insert_events,
     list_trajectories,
     record_trajectory,
+    training_records,
     transaction,
 )
 from tests.registry.helpers import event, reward, seed_world, trajectory
@@ -189,7 +190,7 @@ def test_teacher_targets_replay_failed_steps_and_keep_what_the_verifier_accepts(
     recorded,
 ) -> None:
     with transaction(recorded) as session:
-        prompts = recorded_prompts(session, "support-bot", ["acme"])
+        prompts = recorded_prompts(training_records(session, "support-bot", ["acme"]))
     with ScriptedUpstream() as upstream:
         teacher = OpenAITeacher(upstream.base_url, "scripted-model")
         targets = teacher_targets(prompts, teacher, ToolCallReward(), n=2)

@@ -33,7 +33,7 @@ from evolution.rl.rewards import ToolCallReward
 from evolution.rl.samples import RecordedPrompt, recorded_prompts
 from evolution.rl.trainer import train
 from proxy.config import GatewayConfig
-from registry import create_db_engine, transaction, upgrade
+from registry import create_db_engine, training_records, transaction, upgrade
 from tests.conftest import postgres_schema_url
 from tests.evolution.rl import support_task as task
 from tests.support.gateway import GatewayServer, seed_gateway_world
@@ -92,7 +92,7 @@ def captured(tmp_path_factory, postgres_schema_module) -> list[RecordedPrompt]:
         record_traffic(server, keys[task.TENANT], requests=60, seed=1)
         server.flush()
     with transaction(engine) as session:
-        prompts = recorded_prompts(session, "support-bot", [task.TENANT])
+        prompts = recorded_prompts(training_records(session, "support-bot", [task.TENANT]))
     engine.dispose()
     return prompts
 
