@@ -145,7 +145,9 @@ class Gateway:
         self.catalog = Catalog(self.db, ttl=config.catalog_ttl)
         # Registry announcements of alias, key and grant changes (PostgreSQL only).
         self.changes = ChangeListener.for_engine(self.db, self.catalog.changed, self.catalog.expire)
-        self.router = Router(self.catalog, self._record_placement)
+        self.router = Router(
+            self.catalog, self._record_placement, deadline=config.placement_deadline
+        )
         self.writer = CaptureWriter(
             self.db,
             Spool(config.spool_dir),
@@ -494,8 +496,8 @@ class Gateway:
         process's own when it recorded the last of them (the common case, a regeneration
         included: no registry read), else the registry's, because another gateway served
         it, or this one before a restart. Waits up to `resume_wait` for that answer to be
-        committed; after that, or with the registry unreachable, goes on with what this
-        process has."""
+        committed; after that, or with the registry unreachable or not answering, goes on
+        with what this process has."""
         messages = request.get("messages") or []
         shown = shown_answer(messages)
         if shown is None or (
@@ -504,27 +506,21 @@ class Gateway:
             and state.trajectory.versions.agent_version_id == version.id
         ):
             return state
-        tenant, agent, session = admitted.identity.tenant, admitted.agent, admitted.session
-        deadline = time.monotonic() + self.config.resume_wait
         try:
-            while True:
-                progress = await self.catalog.run(
-                    session_progress, tenant, agent, session, version.id
-                )
-                resumed = resumed_state(progress, messages, shown) if progress else None
-                if resumed is not None:
-                    break
-                if time.monotonic() >= deadline:
-                    log.info(
-                        "session %r shows an answer no gateway recorded (after %.1f s): "
-                        "recording on from this request",
-                        session,
-                        self.config.resume_wait,
-                    )
-                    return state
-                await asyncio.sleep(0.05)
+            # Bounded as a whole: a registry that does not answer hangs a read, not fails it.
+            async with asyncio.timeout(self.config.resume_wait):
+                resumed = await self._resumed(admitted, version, messages, shown)
+        except TimeoutError:
+            log.info(
+                "session %r shows an answer the registry did not hold within %.1f s (no "
+                "gateway recorded it, or the registry is not answering): recording on from "
+                "this request",
+                admitted.session,
+                self.config.resume_wait,
+            )
+            return state
         except Exception:  # noqa: BLE001 - capture goes on; only the linking is at stake
-            log.warning("reading session %r's progress failed", session, exc_info=True)
+            log.warning("reading session %r's progress failed", admitted.session, exc_info=True)
             return state
         if state is not None and state.trajectory.id == resumed.trajectory.id:
             # This process's own records may not be committed yet.
@@ -532,6 +528,18 @@ class Gateway:
             resumed.last_request_key = state.last_request_key
             resumed.outcome_reported = state.outcome_reported
         return self.sessions.put(resumed)
+
+    async def _resumed(
+        self, admitted: Admitted, version: AgentVersion, messages: list, shown: tuple
+    ) -> SessionState:
+        """The session's state as the registry holds it, once it holds the answer shown."""
+        tenant, agent, session = admitted.identity.tenant, admitted.agent, admitted.session
+        while True:
+            progress = await self.catalog.run(session_progress, tenant, agent, session, version.id)
+            resumed = resumed_state(progress, messages, shown) if progress else None
+            if resumed is not None:
+                return resumed
+            await asyncio.sleep(0.05)
 
     def _records(
         self, capture: Capture, raw: list[EventDocument], events: list[EventDocument]
