@@ -37,6 +37,9 @@ class GatewayConfig:
             overlaps the upstream call. After it, or at once while the registry is not
             answering, the session's hash places it and the registry is told when it is back
             (`proxy.router`).
+        registry_timeout: seconds a registry read a request cannot do without (nothing
+            cached: a new key, tenant or version) may take; after it, with the registry not
+            answering, the request fails with 503 `registry_unreachable`.
     """
 
     database_url: str
@@ -52,6 +55,7 @@ class GatewayConfig:
     abandon_after: float = 1800.0  # seconds of silence after which a session is closed
     resume_wait: float = 1.0
     placement_deadline: float = 0.5
+    registry_timeout: float = 5.0
     sweep_interval: float = 30.0
     capture_batch_size: int = 500
     capture_flush_interval: float = 0.2  # also the most a power cut can lose (fsync per batch)

@@ -142,7 +142,7 @@ class Gateway:
         self.config = config
         self.db = create_db_engine(config.database_url)
         check_schema(self.db)
-        self.catalog = Catalog(self.db, ttl=config.catalog_ttl)
+        self.catalog = Catalog(self.db, ttl=config.catalog_ttl, timeout=config.registry_timeout)
         # Registry announcements of alias, key and grant changes (PostgreSQL only).
         self.changes = ChangeListener.for_engine(self.db, self.catalog.changed, self.catalog.expire)
         self.router = Router(

@@ -83,9 +83,9 @@ class SessionRouteReader:
         self._connection: psycopg.AsyncConnection | None = None
 
     @classmethod
-    def for_engine(cls, engine: Engine) -> SessionRouteReader | None:
+    def for_engine(cls, engine: Engine, *, timeout: float = 5.0) -> SessionRouteReader | None:
         conninfo = libpq_conninfo(engine)
-        return cls(conninfo) if conninfo is not None else None
+        return cls(conninfo, timeout=timeout) if conninfo is not None else None
 
     async def read(self, keys: Sequence[tuple[str, str, str]]) -> list[SessionRoute | None]:
         """The placement of each (agent, tenant, session), None where there is none.
