@@ -121,6 +121,14 @@ class Settings(BaseSettings):
         "ends with when another gateway served it (its capture is on the way), so the "
         "session goes on as one trajectory; overlaps the upstream call.",
     )
+    placement_deadline: float = Field(
+        default=0.5,
+        gt=0,
+        description="Seconds a new session's first request waits for the registry to say "
+        "whether the session was placed before; overlaps the upstream call. After it, or at "
+        "once while the registry is not answering, the session's hash places it, and the "
+        "registry is told when it is back.",
+    )
     api_port: int = Field(default=8401, ge=1, le=65535)
     gateway_url: str | None = Field(
         default=None,

@@ -5,6 +5,10 @@ rarely and are cached for a few seconds, so a promotion or a revoked key takes e
 within `ttl` without a database round trip per request. On PostgreSQL the registry
 announces each such change and the gateway drops the entry at once (`changed`), so the TTL
 only bounds what an announcement missed.
+
+While the registry is unreachable, or does not answer, what is cached keeps serving, however
+old. A request that needs what is not cached waits at most `timeout` for it, then fails
+with `RegistryUnreachable` (a 503 that says so), rather than for as long as the outage.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from sqlalchemy.engine import Engine
@@ -57,16 +61,17 @@ T = TypeVar("T")
 class Catalog:
     """The registry as the gateway sees it: cached, and read off the event loop."""
 
-    def __init__(self, engine: Engine, *, ttl: float = 2.0) -> None:
+    def __init__(self, engine: Engine, *, ttl: float = 2.0, timeout: float = 5.0) -> None:
         self.engine = engine
         self._readonly = engine.execution_options(isolation_level="AUTOCOMMIT")
         self.ttl = ttl
+        self.timeout = timeout
         self._expiring: dict[tuple, tuple[float, Any]] = {}
         self._versions: dict[str, AgentVersion] = {}
         self._memory: dict[tuple[str, str], MemoryIndex] = {}
         self._refreshing: set[tuple] = set()
         self._tasks: set[asyncio.Task] = set()
-        self._routes = SessionRouteReader.for_engine(engine)
+        self._routes = SessionRouteReader.for_engine(engine, timeout=timeout)
 
     async def aclose(self) -> None:
         if self._routes is not None:
@@ -118,14 +123,22 @@ class Catalog:
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
             return hit[1]
+        value = await self._needed(load())
+        self._expiring[key] = (time.monotonic() + self.ttl, value)
+        return value
+
+    async def _needed(self, read: Awaitable[T]) -> T:
+        """A read a request cannot do without (nothing cached stands in), bounded by
+        `timeout`: RegistryUnreachable when the registry cannot be reached or does not
+        answer. (A read that hangs goes on in its thread; its request stops waiting.)"""
         try:
-            value = await load()
+            return await asyncio.wait_for(read, self.timeout)
+        except TimeoutError:
+            raise RegistryUnreachable(f"no answer in {self.timeout:g} s") from None
         except Exception as error:
             if not is_unreachable(error):
                 raise
             raise RegistryUnreachable(str(error)) from error
-        self._expiring[key] = (time.monotonic() + self.ttl, value)
-        return value
 
     async def _refresh(self, key: tuple, load: Callable[[], Any]) -> None:
         try:
@@ -171,7 +184,8 @@ class Catalog:
     async def version(self, version_id: str) -> AgentVersion:
         found = self._versions.get(version_id)
         if found is None:
-            found = self._versions[version_id] = await self.read(get_version, version_id)
+            found = await self._needed(self.read(get_version, version_id))
+            self._versions[version_id] = found
         return found
 
     async def memory_index(self, version: AgentVersion, tenant: str) -> MemoryIndex:
@@ -180,7 +194,7 @@ class Catalog:
         index = self._memory.get(key)
         if index is None:
             if version.spec.memory.item_ids:
-                index = await self.read(version_memory, version, tenant)
+                index = await self._needed(self.read(version_memory, version, tenant))
             else:  # no registry read for a version without memory
                 index = MemoryIndex([])
             self._memory[key] = index

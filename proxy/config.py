@@ -32,6 +32,14 @@ class GatewayConfig:
             waits for the registry to hold it (another gateway served it and its capture is
             on the way, about `capture_flush_interval`), so the session goes on as one
             trajectory; it overlaps the upstream call. After it, a new trajectory starts.
+        placement_deadline: seconds a new session's first request waits for the registry to
+            say whether the session was placed before (another gateway, an earlier run); it
+            overlaps the upstream call. After it, or at once while the registry is not
+            answering, the session's hash places it and the registry is told when it is back
+            (`proxy.router`).
+        registry_timeout: seconds a registry read a request cannot do without (nothing
+            cached: a new key, tenant or version) may take; after it, with the registry not
+            answering, the request fails with 503 `registry_unreachable`.
     """
 
     database_url: str
@@ -46,6 +54,8 @@ class GatewayConfig:
     seal_key: str | None = None  # Fernet key for sealed raw copies (tenants that ask for them)
     abandon_after: float = 1800.0  # seconds of silence after which a session is closed
     resume_wait: float = 1.0
+    placement_deadline: float = 0.5
+    registry_timeout: float = 5.0
     sweep_interval: float = 30.0
     capture_batch_size: int = 500
     capture_flush_interval: float = 0.2  # also the most a power cut can lose (fsync per batch)

@@ -74,6 +74,9 @@ __all__ = ["Gateway", "Served", "new_session_id", "upstream_failure"]
 log = logging.getLogger(__name__)
 
 SKEW = timedelta(seconds=1)  # how far two gateways' clocks may disagree
+# Seconds a read of a session's progress may take, from its start, though `resume_wait`
+# ends sooner: on a loaded machine a read under way is about to answer, not stalled.
+PROGRESS_READ_FLOOR = 1.0
 
 
 @dataclass
@@ -142,10 +145,12 @@ class Gateway:
         self.config = config
         self.db = create_db_engine(config.database_url)
         check_schema(self.db)
-        self.catalog = Catalog(self.db, ttl=config.catalog_ttl)
+        self.catalog = Catalog(self.db, ttl=config.catalog_ttl, timeout=config.registry_timeout)
         # Registry announcements of alias, key and grant changes (PostgreSQL only).
         self.changes = ChangeListener.for_engine(self.db, self.catalog.changed, self.catalog.expire)
-        self.router = Router(self.catalog, self._record_placement)
+        self.router = Router(
+            self.catalog, self._record_placement, deadline=config.placement_deadline
+        )
         self.writer = CaptureWriter(
             self.db,
             Spool(config.spool_dir),
@@ -494,8 +499,9 @@ class Gateway:
         process's own when it recorded the last of them (the common case, a regeneration
         included: no registry read), else the registry's, because another gateway served
         it, or this one before a restart. Waits up to `resume_wait` for that answer to be
-        committed; after that, or with the registry unreachable, goes on with what this
-        process has."""
+        committed (and for a read under way then, up to PROGRESS_READ_FLOOR from its
+        start); after that, or with the registry unreachable or not answering, goes on with
+        what this process has."""
         messages = request.get("messages") or []
         shown = shown_answer(messages)
         if shown is None or (
@@ -504,27 +510,25 @@ class Gateway:
             and state.trajectory.versions.agent_version_id == version.id
         ):
             return state
-        tenant, agent, session = admitted.identity.tenant, admitted.agent, admitted.session
-        deadline = time.monotonic() + self.config.resume_wait
         try:
-            while True:
-                progress = await self.catalog.run(
-                    session_progress, tenant, agent, session, version.id
-                )
-                resumed = resumed_state(progress, messages, shown) if progress else None
-                if resumed is not None:
-                    break
-                if time.monotonic() >= deadline:
-                    log.info(
-                        "session %r shows an answer no gateway recorded (after %.1f s): "
-                        "recording on from this request",
-                        session,
-                        self.config.resume_wait,
-                    )
-                    return state
-                await asyncio.sleep(0.05)
+            resumed = await self._resumed(admitted, version, messages, shown)
+        except TimeoutError:
+            log.info(
+                "the registry did not answer a read of session %r's progress: recording on "
+                "from this request",
+                admitted.session,
+            )
+            return state
         except Exception:  # noqa: BLE001 - capture goes on; only the linking is at stake
-            log.warning("reading session %r's progress failed", session, exc_info=True)
+            log.warning("reading session %r's progress failed", admitted.session, exc_info=True)
+            return state
+        if resumed is None:
+            log.info(
+                "session %r shows an answer the registry did not hold within %.1f s (no "
+                "gateway recorded it): recording on from this request",
+                admitted.session,
+                self.config.resume_wait,
+            )
             return state
         if state is not None and state.trajectory.id == resumed.trajectory.id:
             # This process's own records may not be committed yet.
@@ -532,6 +536,26 @@ class Gateway:
             resumed.last_request_key = state.last_request_key
             resumed.outcome_reported = state.outcome_reported
         return self.sessions.put(resumed)
+
+    async def _resumed(
+        self, admitted: Admitted, version: AgentVersion, messages: list, shown: tuple
+    ) -> SessionState | None:
+        """The session's state as the registry holds it, once it holds the answer shown; None
+        if it does not within `resume_wait`.
+
+        Bounded as a whole, since a registry that does not answer hangs a read rather than
+        failing it: each read may take until `resume_wait` ends or PROGRESS_READ_FLOOR from
+        its start, whichever is later, then raises TimeoutError."""
+        tenant, agent, session = admitted.identity.tenant, admitted.agent, admitted.session
+        deadline = time.monotonic() + self.config.resume_wait
+        while True:
+            read = self.catalog.run(session_progress, tenant, agent, session, version.id)
+            allowed = max(deadline - time.monotonic(), PROGRESS_READ_FLOOR)
+            progress = await asyncio.wait_for(read, allowed)
+            resumed = resumed_state(progress, messages, shown) if progress else None
+            if resumed is not None or time.monotonic() >= deadline:
+                return resumed
+            await asyncio.sleep(0.05)
 
     def _records(
         self, capture: Capture, raw: list[EventDocument], events: list[EventDocument]

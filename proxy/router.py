@@ -14,12 +14,22 @@ always confirms the hash's proposal. So it runs while the request is served on t
 speculatively: the gateway checks `Router.settle` once the request is on the wire and, in the
 rare case the registry holds another placement, drops that upstream call and serves the
 session as placed. Nothing is captured or answered before the route is settled.
+
+The registry cannot always settle it in time: PostgreSQL may be down (the read fails at once)
+or not answering (a partition, a paused server: the read hangs). The hot path waits for it at
+most `deadline` seconds from routing, and not at all while a read has been out longer than
+that; then the proposal is the placement, settled without the registry. That is safe because
+the proposal is a stable hash: every gateway, and this one after a restart, proposes the same.
+Its record goes through the capture spool like any other and is written once the registry is
+back; should another placement have been written first (weights differed, or it was placed
+before the outage), that one wins and this gateway adopts it for the session's later requests.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -83,6 +93,8 @@ class Router:
 
     Args:
         record: persists a new session's placement; called on the event loop, must not block.
+        deadline: seconds a new session's placement waits for the registry's read before
+            the proposal stands (see the module's docstring).
     """
 
     def __init__(
@@ -90,15 +102,18 @@ class Router:
         catalog: Catalog,
         record: Callable[[SessionRoute], None],
         *,
+        deadline: float = 0.5,
         max_sessions: int = 100_000,
     ) -> None:
         self.catalog = catalog
         self._record = record
+        self.deadline = deadline
         self._routes: OrderedDict[tuple[str, str, str], SessionRoute] = OrderedDict()
         self._max_sessions = max_sessions
         self._placing: dict[tuple[str, str, str], tuple[SessionRoute, asyncio.Task]] = {}
         self._lookups: dict[tuple[str, str, str], asyncio.Future] = {}
         self._looking_up: asyncio.Task | None = None
+        self._round_started: float | None = None  # when the registry read in flight began
 
     def adopt(self, route: SessionRoute) -> None:
         """Serve a session as the registry has it placed (another gateway placed it first)."""
@@ -127,13 +142,16 @@ class Router:
             while self._lookups:
                 await asyncio.sleep(0)  # let the sessions starting in this tick join
                 batch, self._lookups = self._lookups, {}
+                self._round_started = time.monotonic()
                 try:
                     routes = await self.catalog.session_routes(list(batch))
                 except Exception as error:  # noqa: BLE001 - each waiting request gets it
                     for future in batch.values():
                         future.set_exception(error)
-                        future.exception()  # retrieved: a request may have been cancelled
+                        future.exception()  # retrieved: a request may have stopped waiting
                     continue
+                finally:
+                    self._round_started = None
                 for future, route in zip(batch.values(), routes, strict=True):
                     future.set_result(route)
         finally:
@@ -205,18 +223,33 @@ class Router:
     async def _place(self, key: tuple[str, str, str], proposal: SessionRoute) -> SessionRoute:
         """The session's placement: the registry's if it has one, else the proposal."""
         try:
-            try:
-                placed = await self._recorded_route(*key)
-            except Exception as error:
-                if not is_unreachable(error):
-                    raise
-                placed = None  # registry down: place it here; recorded once it is back
+            placed = await self._registry_placement(key)
             if placed is None:  # the hash makes every gateway choose alike
                 return self._placed_here(key, proposal)
             self._remember(key, placed)
             return placed
         finally:
             self._placing.pop(key, None)
+
+    async def _registry_placement(self, key: tuple[str, str, str]) -> SessionRoute | None:
+        """The registry's placement of a session; None where it has none, or cannot say
+        within `deadline` (unreachable, or not answering: then the proposal stands, and is
+        reconciled when the registry is back)."""
+        if self._overdue():
+            return None  # a read hangs already: do not queue behind it
+        try:
+            return await asyncio.wait_for(self._recorded_route(*key), self.deadline)
+        except TimeoutError:
+            return None
+        except Exception as error:
+            if not is_unreachable(error):
+                raise
+            return None
+
+    def _overdue(self) -> bool:
+        """Whether the registry read in flight has been out longer than `deadline`."""
+        started = self._round_started
+        return started is not None and time.monotonic() - started > self.deadline
 
     def _placed_here(self, key: tuple[str, str, str], proposal: SessionRoute) -> SessionRoute:
         """Place a session no one has placed on `proposal`: remembered now, recorded in the

@@ -7,6 +7,7 @@ even when the canary weight moves.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -68,29 +69,42 @@ class SessionRouteReader:
     rework"). Reads are serialised on the one connection: callers batch the sessions that
     start together into one `read`.
 
+    A read, connecting included, that takes longer than `timeout` seconds counts as the
+    registry unreachable: a partition or a paused server answers nothing, and fails nothing,
+    until the kernel gives up on the connection many minutes later. (Ending it costs psycopg
+    a few seconds more, to ask the server to cancel the query.)
+
     Only for PostgreSQL registries (`for_engine` returns None for SQLite).
     """
 
-    def __init__(self, conninfo: str, *, connect_timeout: int = 5) -> None:
+    def __init__(self, conninfo: str, *, timeout: float = 5.0) -> None:
         self._conninfo = conninfo
-        self._connect_timeout = connect_timeout
+        self._timeout = timeout
         self._connection: psycopg.AsyncConnection | None = None
 
     @classmethod
-    def for_engine(cls, engine: Engine) -> SessionRouteReader | None:
+    def for_engine(cls, engine: Engine, *, timeout: float = 5.0) -> SessionRouteReader | None:
         conninfo = libpq_conninfo(engine)
-        return cls(conninfo) if conninfo is not None else None
+        return cls(conninfo, timeout=timeout) if conninfo is not None else None
 
     async def read(self, keys: Sequence[tuple[str, str, str]]) -> list[SessionRoute | None]:
         """The placement of each (agent, tenant, session), None where there is none.
 
-        Raises DatabaseUnavailableError when PostgreSQL cannot be reached (the next read
-        connects again)."""
+        Raises DatabaseUnavailableError when PostgreSQL cannot be reached, or does not
+        answer within `timeout` (the next read connects again)."""
         agents, tenants, sessions = (list(column) for column in zip(*keys, strict=True))
         try:
-            connection = await self._connect()
-            cursor = await connection.execute(_ROUTES_OF, (agents, tenants, sessions), prepare=True)
-            rows = await cursor.fetchall()
+            async with asyncio.timeout(self._timeout):
+                connection = await self._connect()
+                cursor = await connection.execute(
+                    _ROUTES_OF, (agents, tenants, sessions), prepare=True
+                )
+                rows = await cursor.fetchall()
+        except TimeoutError:
+            await self.aclose()
+            raise DatabaseUnavailableError(
+                f"reading session routes: no answer in {self._timeout:g} s"
+            ) from None
         except psycopg.OperationalError as error:
             await self.aclose()
             raise DatabaseUnavailableError(f"reading session routes: {error}") from error
@@ -111,7 +125,7 @@ class SessionRouteReader:
     async def _connect(self) -> psycopg.AsyncConnection:
         if self._connection is None or self._connection.closed:
             self._connection = await psycopg.AsyncConnection.connect(
-                self._conninfo, autocommit=True, connect_timeout=self._connect_timeout
+                self._conninfo, autocommit=True, connect_timeout=max(1, round(self._timeout))
             )
         return self._connection
 

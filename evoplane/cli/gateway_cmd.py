@@ -31,6 +31,7 @@ def gateway_config(settings: Settings):
         local_max_models=settings.local_max_models,
         catalog_ttl=settings.catalog_ttl,
         resume_wait=settings.resume_wait,
+        placement_deadline=settings.placement_deadline,
         otel_endpoint=settings.otel_endpoint,
         otel_headers=settings.otel_header_map,
         otel_content=settings.otel_content,

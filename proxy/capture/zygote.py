@@ -2,10 +2,10 @@
 
 A drain needs the registry, SQLAlchemy and the ATDP models: about half a second of imports
 on a small machine. The first gateway of a process starts `python -m proxy.capture.zygote`,
-which imports them once and then forks a drain per gateway on request. The zygote is single
-threaded, so forking it is safe (forking a gateway, with its threads, would not be), and it
-is a plain `python -m` child: `multiprocessing` would re-run the parent's main script in
-each child, which a program embedding the gateway need not guard.
+which imports them and configures the ORM once, then forks a drain per gateway on request.
+The zygote is single threaded, so forking it is safe (forking a gateway, with its threads,
+would not be), and it is a plain `python -m` child: `multiprocessing` would re-run the
+parent's main script in each child, which a program embedding the gateway need not guard.
 
 The gateway sends the drain's settings and three file descriptors (its control pipe, the
 shared counters, the pipe lost placements come back on) over a Unix socket; the zygote
@@ -24,6 +24,8 @@ import socket
 import subprocess
 import sys
 import threading
+
+import sqlalchemy.orm
 
 from proxy.capture.drain import Drain, DrainSettings, SharedProgress
 
@@ -106,10 +108,20 @@ def _serve(connection: socket.socket) -> None:
         connection.sendall(str(pid).encode())
 
 
+def _prepare_drains() -> None:
+    """Configure the registry's ORM mappers once, before forking, instead of in each drain's
+    first commit: that commit is what another gateway waits for when the next turn of a
+    session goes there. Configuring there made it 0.12 s of CPU instead of 0.02 s, and 4 to
+    6 s instead of 0.5 to 1 s at the drain's niceness beside eight busy processes on two
+    cores, far beyond the default `resume_wait` (1 s)."""
+    sqlalchemy.orm.configure_mappers()
+
+
 def main() -> None:
     # Ctrl-C reaches the whole process group: the gateway decides when its drain stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(level=logging.WARNING, format="capture drain: %(levelname)s %(message)s")
+    _prepare_drains()
     _serve(socket.socket(fileno=int(sys.argv[1])))
 
 

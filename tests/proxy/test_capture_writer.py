@@ -6,6 +6,8 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 
 from atdp import new_id, utcnow
 from proxy.capture import CaptureRecord, CaptureWriter, Spool
@@ -104,6 +106,24 @@ def test_a_drain_that_dies_is_replaced_and_nothing_is_lost(engine, tmp_path) -> 
         for t in (first, second):
             assert [e.seq for e in get_events(session, "acme", t.id)] == [0, 1, 2]
     assert list((tmp_path / "spool").glob("*.jsonl")) == []
+
+
+def test_drains_are_forked_with_the_orm_configured() -> None:
+    """The zygote configures the registry's mappers before it serves fork requests, so no
+    drain's first commit pays for it (seconds on a loaded machine, which another gateway
+    waits out). A fresh interpreter, as the zygote is: this one's were configured long ago."""
+    code = (
+        "import socket, sys, sqlmodel.main, proxy.capture.zygote as zygote\n"
+        "mappers = list(sqlmodel.main.default_registry.mappers)\n"
+        "print(len(mappers), any(m.configured for m in mappers), end=' ')\n"
+        "zygote._serve = lambda _: print(all(m.configured for m in mappers))\n"
+        "ours, theirs = socket.socketpair()\n"
+        "sys.argv[1:] = [str(theirs.fileno())]\n"
+        "zygote.main()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    count, imported, prepared = out.stdout.split()
+    assert int(count) > 10 and imported == "False" and prepared == "True"
 
 
 def test_a_placement_that_loses_to_an_earlier_one_comes_back_to_the_gateway(

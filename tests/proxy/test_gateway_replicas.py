@@ -4,6 +4,7 @@ still recorded as one trajectory with its tool results linked and `seq` gapless.
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 
@@ -156,6 +157,46 @@ def test_a_request_showing_answers_nobody_recorded_starts_its_own_trajectory(
         events = get_events(db, "acme", trajectory_id)
     assert [event.seq for event in events] == list(range(len(events)))
     assert events[-1].kind is EventKind.LLM_CALL
+
+
+def test_a_progress_read_under_way_when_resume_wait_ends_gets_its_floor(
+    postgres_registry, tmp_path, monkeypatch
+) -> None:
+    """A read of the session's progress may take PROGRESS_READ_FLOOR though `resume_wait`
+    ends sooner: one that answers within it (a loaded machine) links the turn to the
+    trajectory another gateway recorded; one the registry leaves unanswered ends the wait."""
+    import proxy.gateway
+
+    url, engine, keys = postgres_registry
+    real, release = proxy.gateway.session_progress, threading.Event()
+
+    def slow(*args):
+        time.sleep(0.3)
+        return real(*args)
+
+    def stalled(*args):
+        release.wait(30)
+        return real(*args)
+
+    impatient = GatewayConfig(database_url=url, spool_dir=tmp_path / "b", resume_wait=0.05)
+    conversations = {"slow": slow, "stalled": stalled}
+    waited = {}
+    with _gateway(url, tmp_path / "a") as first, GatewayServer(impatient) as second:
+        for session, read in conversations.items():
+            messages = [{"role": "user", "content": "Where is A-1?"}]
+            messages.append(_turn(client(first, keys["acme"]), session, messages))
+            first.flush()
+            monkeypatch.setattr(proxy.gateway, "session_progress", read)
+            messages.append({"role": "user", "content": "And A-2?"})
+            started = time.monotonic()
+            _turn(client(second, keys["acme"]), session, messages)
+            waited[session] = time.monotonic() - started
+        release.set()
+        second.flush()
+    with transaction(engine) as db:
+        assert len(list_trajectories(db, "acme", session_id="slow")) == 1
+        assert len(list_trajectories(db, "acme", session_id="stalled")) == 2
+    assert proxy.gateway.PROGRESS_READ_FLOOR <= waited["stalled"] < 10
 
 
 def test_a_gateway_does_not_end_a_session_another_one_serves_now(shared_registry, tmp_path) -> None:

@@ -189,6 +189,52 @@ def test_a_session_the_gateway_minted_is_placed_without_a_registry_read(world) -
     assert {version for _, version, _ in routes} == {"support-bot@v1", canary}
 
 
+def test_a_registry_that_does_not_answer_leaves_new_sessions_on_their_hash(world) -> None:
+    """A partition or a paused server neither answers nor fails the placement read: a new
+    session waits for it at most the router's deadline, and while it is overdue the sessions
+    after it do not wait at all. Each is placed on its proposal and recorded."""
+    engine, _ = world
+    canary = add_version(engine, "http://127.0.0.1:9/v1", "candidate")
+    with transaction(engine) as session:
+        set_alias(session, "support-bot", Alias.CANARY, canary, weight=0.5, actor="test")
+
+    async def place() -> tuple[list, list, list[float], list[str]]:
+        placed: list = []
+        catalog = Catalog(engine, ttl=60.0)
+        answered, reads = asyncio.Event(), []
+
+        async def unanswered(keys):
+            reads.append(list(keys))
+            await answered.wait()
+            return [None] * len(keys)
+
+        catalog.session_routes = unanswered
+        router = Router(catalog, placed.append, deadline=0.2)
+        waits, versions = [], []
+        try:
+            for i in range(20):
+                started = time.monotonic()
+                route = await router.route("acme", "support-bot", f"s-{i}")
+                assert await router.settle(route) is route
+                waits.append(time.monotonic() - started)
+                versions.append(route.version.id)
+            answered.set()
+            await router.drain()
+        finally:
+            await catalog.aclose()
+        return placed, reads, waits, versions
+
+    placed, reads, waits, versions = asyncio.run(place())
+    assert len(reads) == 1  # the sessions after the first did not queue behind its read
+    assert waits[0] >= 0.2 and max(waits) < 1.5
+    assert [(r.session, r.version_id) for r in placed] == [
+        (f"s-{i}", version) for i, version in enumerate(versions)
+    ]
+    aliases = AliasState(stable="support-bot@v1", canary=canary, canary_weight=0.5)
+    assert versions == [propose(aliases, "support-bot", f"s-{i}")[0] for i in range(20)]
+    assert set(versions) == {"support-bot@v1", canary}
+
+
 def test_the_same_session_id_of_two_tenants_is_routed_independently(world, upstream) -> None:
     engine, _ = world
     canary = add_version(engine, upstream.base_url, "candidate")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import timedelta
 
 import pytest
@@ -20,6 +21,7 @@ from registry import (
     transaction,
     upgrade,
 )
+from registry.db import libpq_conninfo
 from tests.conftest import postgres_schema_url
 from tests.support.tcp_proxy import TcpProxy
 
@@ -94,6 +96,36 @@ def test_an_unreachable_database_is_reported_as_such_and_the_next_read_reconnect
             for _ in range(2):
                 with pytest.raises(DatabaseUnavailableError):
                     await reader.read(key)
+            proxy.restore()
+            return await reader.read(key)
+        finally:
+            await reader.aclose()
+
+    try:
+        assert asyncio.run(scenario()) == [placements[0]]
+    finally:
+        proxy.close()
+
+
+def test_a_database_that_does_not_answer_is_unreachable_after_the_timeout(placed) -> None:
+    """A partition or a paused server fails nothing: without a timeout of its own the read
+    (and every placement waiting for it) would hang until the kernel gives up."""
+    engine, placements = placed
+    proxy = TcpProxy(("127.0.0.1", 5432))
+    conninfo = libpq_conninfo(create_db_engine(engine.url.set(port=proxy.port), check=False))
+    reader = SessionRouteReader(conninfo, timeout=0.5)
+    key = [("bot", "acme", "s1")]
+
+    async def scenario() -> list:
+        try:
+            assert await reader.read(key) == [placements[0]]
+            proxy.stall()  # the open connection answers nothing, and new ones hang
+            for _ in range(2):  # a query in flight, then a connection being opened
+                started = time.monotonic()
+                with pytest.raises(DatabaseUnavailableError, match="no answer"):
+                    await reader.read(key)
+                # 0.5 s, then psycopg's request to cancel the query (at most 5 s + 5 s)
+                assert time.monotonic() - started < 15
             proxy.restore()
             return await reader.read(key)
         finally:

@@ -10,8 +10,13 @@ __all__ = ["TcpProxy"]
 
 
 class TcpProxy:
-    """Forwards 127.0.0.1:<port> to `target`; `cut()` drops every connection and refuses new
-    ones until `restore()`."""
+    """Forwards 127.0.0.1:<port> to `target`.
+
+    Two kinds of outage, both ended by `restore()`: `cut()` drops every connection and
+    refuses new ones (the server stopped); `stall()` keeps every connection open but
+    forwards nothing, and holds new ones unanswered (a network partition, a paused server:
+    what a client notices only by its own timeouts). After a stall, what was held flows on.
+    """
 
     def __init__(self, target: tuple[str, int]) -> None:
         self.target = target
@@ -24,6 +29,8 @@ class TcpProxy:
         self._lock = threading.Lock()
         self._up = threading.Event()
         self._up.set()
+        self._flowing = threading.Event()
+        self._flowing.set()
         self._closed = False
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -36,19 +43,28 @@ class TcpProxy:
             if not self._up.is_set():
                 client.close()  # refused while cut
                 continue
-            try:
-                upstream = socket.create_connection(self.target, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            with self._lock:
-                self._open |= {client, upstream}
-            for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+            threading.Thread(target=self._connect, args=(client,), daemon=True).start()
+
+    def _connect(self, client: socket.socket) -> None:
+        self._flowing.wait()  # a stalled server never answers a connection
+        if self._closed:
+            client.close()
+            return
+        try:
+            upstream = socket.create_connection(self.target, timeout=5)
+        except OSError:
+            client.close()
+            return
+        upstream.settimeout(None)
+        with self._lock:
+            self._open |= {client, upstream}
+        for source, sink in ((client, upstream), (upstream, client)):
+            threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
 
     def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
         with contextlib.suppress(OSError):
             while data := source.recv(65536):
+                self._flowing.wait()
                 sink.sendall(data)
         for end in (source, sink):
             with contextlib.suppress(OSError):
@@ -64,10 +80,15 @@ class TcpProxy:
                 connection.close()
             self._open.clear()
 
+    def stall(self) -> None:
+        self._flowing.clear()
+
     def restore(self) -> None:
         self._up.set()
+        self._flowing.set()
 
     def close(self) -> None:
         self._closed = True
+        self._flowing.set()
         self.cut()
         self._listener.close()
