@@ -10,17 +10,14 @@ import asyncio
 import logging
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
 from atdp import (
-    Event,
     Harness,
     OutcomeStatus,
-    RedactionStatus,
     Traffic,
     TrajectoryOutcome,
     new_id,
@@ -33,7 +30,6 @@ from proxy.capture.events import (
     EventDocument,
     Exchange,
     PendingExchange,
-    SessionBook,
     SessionState,
     begin_exchange,
     finish_exchange,
@@ -42,6 +38,7 @@ from proxy.capture.events import (
     shown_answer,
     task_type_of,
 )
+from proxy.capture.recorder import Recorder
 from proxy.catalog import Catalog
 from proxy.config import GatewayConfig
 from proxy.engines.base import UpstreamEngine, UpstreamError, UpstreamTimeout
@@ -57,14 +54,11 @@ from registry import (
     AgentVersion,
     ChangeListener,
     NotFoundError,
-    SealedEvent,
     SessionRoute,
-    TenantPolicy,
     TrajectoryEnd,
     check_schema,
     create_db_engine,
     last_activity,
-    seal_event,
     session_progress,
 )
 from runtime.version.overlays import Overlaid, apply_overlays, restore_response
@@ -113,20 +107,6 @@ def _with_redacted_answer(
     }
 
 
-def sealed_copies(
-    raw: list[EventDocument], redacted: list[EventDocument], key: str
-) -> tuple[list[EventDocument], list[SealedEvent]]:
-    """Seal the raw copy of every event redaction changed, and point the stored one at it."""
-    now, kept, sealed = utcnow(), [], []
-    for original, stored in zip(raw, redacted, strict=True):
-        if stored["governance"]["redaction"] == RedactionStatus.REDACTED:
-            sealed.append(seal_event(Event.model_validate(original), key, now))
-            governance = {**stored["governance"], "sealed_ref": f"sealed:{stored['id']}"}
-            stored = {**stored, "governance": governance}
-        kept.append(stored)
-    return kept, sealed
-
-
 @dataclass
 class Served:
     """What a handled request produced, for the HTTP layer's headers."""
@@ -157,13 +137,10 @@ class Gateway:
             batch_size=config.capture_batch_size,
             flush_interval=config.capture_flush_interval,
         )
-        self.sessions = SessionBook()
-        self.shadow_sessions = SessionBook()
+        self.recorder = Recorder(self.writer, self.catalog, config.seal_key)
         self.access = AccessControl(self.catalog)
         self.rate_limit = RateLimit(config.rate_limit)
-        self.recent_events: OrderedDict[str, tuple[str, uuid.UUID]] = OrderedDict()
         self.engines = EnginePool.of(config)
-        self._redactors: dict[tuple[str, ...], Redactor] = {}
         self._background: set[asyncio.Task] = set()
         self.shadow_failures = 0
         self.telemetry = CallTelemetry(config)
@@ -200,12 +177,13 @@ class Gateway:
         """End the trajectories of sessions idle here for `abandon_after`, unless another
         gateway has recorded events of them since (it serves the session now: this process
         only forgets it). Returns how many sessions this process forgot."""
-        idle = self.sessions.idle(self.config.abandon_after)
+        sessions = self.recorder.sessions
+        idle = sessions.idle(self.config.abandon_after)
         recorded = [state for state in idle if state.recorded]
         ids = [state.trajectory.id for state in recorded]
         latest = await self.catalog.run(last_activity, ids) if ids else {}
         for state in idle:
-            self.sessions.forget(state)
+            sessions.forget(state)
         records: list[CaptureRecord] = []
         now, clock = utcnow(), time.monotonic()
         for state in recorded:
@@ -229,7 +207,7 @@ class Gateway:
                 reward = abandonment_reward(trajectory.tenant, trajectory.id, state.last_llm_event)
                 records.append(CaptureRecord("reward", reward))
         if records:
-            self.writer.submit(records)
+            self.recorder.submit(records)
         return len(idle)
 
     async def close(self) -> None:
@@ -366,7 +344,7 @@ class Gateway:
             first = None
         except (UpstreamTimeout, UpstreamError) as error:
             raise upstream_failure(error) from None
-        book = self.sessions if admitted.traffic is Traffic.USER else self.shadow_sessions
+        book = self.recorder.book(admitted.traffic)
         state = book.get(admitted.identity.tenant, admitted.agent, admitted.session)
         trajectory_id = state.trajectory.id if state is not None else None
         return ChatStream(
@@ -424,17 +402,6 @@ class Gateway:
         upstream.add_done_callback(lambda _: sent.set())
         return time.perf_counter(), upstream, sent
 
-    async def redactor(self, tenant: str) -> Redactor:
-        return self.redactor_for(await self.catalog.policy(tenant))
-
-    def redactor_for(self, policy: TenantPolicy) -> Redactor:
-        """The redactor of a policy's patterns, built once per distinct set of patterns."""
-        patterns = tuple(policy.redaction_patterns)
-        redactor = self._redactors.get(patterns)
-        if redactor is None:
-            redactor = self._redactors[patterns] = Redactor(patterns)
-        return redactor
-
     async def begin_capture(
         self,
         admitted: Admitted,
@@ -447,7 +414,8 @@ class Gateway:
         """Phase one: the request's events, governed and redacted."""
         tenant, agent, session = admitted.identity.tenant, admitted.agent, admitted.session
         traffic = admitted.traffic
-        book = self.sessions if traffic is Traffic.USER else self.shadow_sessions
+        recorder = self.recorder
+        book = recorder.book(traffic)
         state = book.get(tenant, agent, session)
         if traffic is Traffic.USER:
             state = await self._caught_up(state, admitted, version, request)
@@ -473,7 +441,7 @@ class Gateway:
         pending = begin_exchange(state, exchange)
         request_key = hash(tuple(pending.keys))
         regenerated = _retried(state, admitted, pending, request_key)
-        redactor = self.redactor_for(policy)
+        redactor = recorder.redactor_for(policy)
         capture = Capture(
             state=state,
             pending=pending,
@@ -484,12 +452,12 @@ class Gateway:
             draft=redactor.redact_document(pending.draft),
             # A stored response is read back from its call's events: with a seal key, the
             # raw copy lets a continuation show the model what the agent wrote.
-            seal_key=(
-                self.config.seal_key if policy.seal_raw or stored_response is not None else None
-            ),
+            seal_key=recorder.seal_key_for(policy, always=stored_response is not None),
         )
         # What the request alone determines is spooled now, while the upstream works.
-        self.writer.submit(self._records(capture, pending.before, capture.before)[0])
+        recorder.submit(
+            recorder.records(state, pending.before, capture.before, capture.seal_key)[0]
+        )
         return capture
 
     async def _caught_up(
@@ -535,7 +503,7 @@ class Gateway:
             resumed.next_seq = max(resumed.next_seq, state.next_seq)
             resumed.last_request_key = state.last_request_key
             resumed.outcome_reported = state.outcome_reported
-        return self.sessions.put(resumed)
+        return self.recorder.sessions.put(resumed)
 
     async def _resumed(
         self, admitted: Admitted, version: AgentVersion, messages: list, shown: tuple
@@ -557,20 +525,6 @@ class Gateway:
                 return resumed
             await asyncio.sleep(0.05)
 
-    def _records(
-        self, capture: Capture, raw: list[EventDocument], events: list[EventDocument]
-    ) -> tuple[list[CaptureRecord], list[EventDocument]]:
-        """Records for events (and, the first time, the trajectory), and the events as stored."""
-        records: list[CaptureRecord] = []
-        if not capture.state.recorded:
-            records.append(CaptureRecord("trajectory", capture.state.trajectory))
-            capture.state.recorded = True
-        if capture.seal_key:
-            events, sealed = sealed_copies(raw, events, capture.seal_key)
-            records += [CaptureRecord("sealed", copy) for copy in sealed]
-        records += [CaptureRecord("event", event) for event in events]
-        return records, events
-
     def finish_capture(
         self, capture: Capture, response: dict, latency_ms: float, *, delivered: bool = True
     ) -> Served:
@@ -581,13 +535,14 @@ class Gateway:
         if delivered:
             state.last_request_key = capture.request_key
         llm = _with_redacted_answer(capture.redactor, raw_llm, capture.draft)
-        records, (llm,) = self._records(capture, [raw_llm], [llm])
+        recorder = self.recorder
+        records, (llm,) = recorder.records(state, [raw_llm], [llm], capture.seal_key)
         events = [*capture.before, llm]
         if pending.exchange.traffic is Traffic.USER:
             rewards = implicit_rewards(events, regenerated=capture.regenerated)
             records += [CaptureRecord("reward", reward) for reward in rewards]
             trajectory = state.trajectory
-            self.remember(trajectory.tenant, trajectory.id, [e["id"] for e in events])
+            recorder.remember(trajectory.tenant, trajectory.id, [e["id"] for e in events])
         served = Served(
             pending.exchange.session,
             state.trajectory.id,
@@ -595,7 +550,7 @@ class Gateway:
             pending.exchange.version.id,
             latency_ms,
         )
-        self.writer.submit(records)  # one spool write: durable before the answer leaves
+        recorder.submit(records)  # one spool write: durable before the answer leaves
         self.telemetry.record(pending.exchange, llm, latency_ms)
         return served
 
@@ -615,14 +570,6 @@ class Gateway:
             admitted, request, overlaid, version, protocol, stored_response
         )
         return self.finish_capture(capture, response, latency_ms)
-
-    def remember(self, tenant: str, trajectory_id: uuid.UUID, event_ids: list[str]) -> None:
-        """Recent events' owners (by id as text), so feedback on them is tenant-checked
-        without the registry."""
-        for event_id in event_ids:
-            self.recent_events[event_id] = (tenant, trajectory_id)
-        while len(self.recent_events) > 200_000:
-            self.recent_events.popitem(last=False)
 
     # --- shadow -------------------------------------------------------------------------
 

@@ -224,7 +224,7 @@ def test_a_gateway_does_not_end_a_session_another_one_serves_now(shared_registry
         _turn(client(second, keys["acme"]), "moved", messages)
         second.flush()
         deadline = time.monotonic() + 15  # the first gateway's sweep finds it idle
-        while first.gateway.sessions.get("acme", "support-bot", "moved") is not None:
+        while first.gateway.recorder.sessions.get("acme", "support-bot", "moved") is not None:
             assert time.monotonic() < deadline, "the idle session was never swept"
             time.sleep(0.1)
         first.flush()
