@@ -15,7 +15,6 @@ from datetime import timedelta
 from typing import Any
 
 from atdp import (
-    Harness,
     OutcomeStatus,
     Traffic,
     TrajectoryOutcome,
@@ -31,6 +30,7 @@ from proxy.config import GatewayConfig
 from proxy.engines.base import UpstreamEngine, UpstreamError, UpstreamTimeout
 from proxy.engines.pool import EnginePool
 from proxy.errors import GatewayError
+from proxy.pipeline import ServingPipeline
 from proxy.rate_limit import RateLimit
 from proxy.router import Route, Router
 from proxy.signals import abandonment_reward
@@ -46,7 +46,7 @@ from registry import (
     create_db_engine,
     last_activity,
 )
-from runtime.version.overlays import Overlaid, apply_overlays, restore_response
+from runtime.version.overlays import Overlaid
 
 __all__ = ["Gateway", "Served", "new_session_id", "upstream_failure"]
 
@@ -79,6 +79,9 @@ class Gateway:
         self.access = AccessControl(self.catalog)
         self.rate_limit = RateLimit(config.rate_limit)
         self.engines = EnginePool.of(config)
+        self.pipeline = ServingPipeline(
+            self.engines, self.catalog.memory_index, config.upstream_timeout
+        )
         self._background: set[asyncio.Task] = set()
         self.shadow_failures = 0
 
@@ -165,9 +168,7 @@ class Gateway:
         self, engine: UpstreamEngine, overlaid: Overlaid, sent: asyncio.Event | None = None
     ) -> dict[str, Any]:
         try:
-            return await engine.complete(
-                overlaid.body, model=overlaid.model, timeout=self.config.upstream_timeout, sent=sent
-            )
+            return await self.pipeline.complete(engine, overlaid, sent)
         except (UpstreamTimeout, UpstreamError) as error:
             raise upstream_failure(error) from None
 
@@ -184,11 +185,10 @@ class Gateway:
                 tenant, admitted.agent, admitted.session, minted=admitted.minted
             )
         )
-        memory = await self.catalog.memory_index(route.version, tenant)
-        spec = route.version.spec
-        if not admitted.harness:
-            spec = spec.model_copy(update={"harness": Harness()})
-        return route, apply_overlays(body, spec, memory, tenant=tenant)
+        overlaid = await self.pipeline.overlay(
+            body, route.version, tenant, harness=admitted.harness
+        )
+        return route, overlaid
 
     async def pinned(self, agent: str, version_id: str) -> Route:
         """An evaluation request's own choice of version (replay, optimisers): no shadow."""
@@ -245,7 +245,7 @@ class Gateway:
             failed_ms = (time.perf_counter() - started) * 1000
             self.telemetry.record(capture.pending.exchange, capture.draft, failed_ms, error.code)
             raise
-        restored = restore_response(response, overlaid)
+        restored = self.pipeline.restore(response, overlaid)
         latency_ms = (time.perf_counter() - started) * 1000
         gone = admitted.gone is not None and await admitted.gone()
         served = self.recorder.finish(capture, response, latency_ms, delivered=not gone)
@@ -322,10 +322,8 @@ class Gateway:
         self, route: Route, overlaid: Overlaid
     ) -> tuple[float, AsyncGenerator[dict], asyncio.Future]:
         """Start an upstream stream: when it started, its chunks, and its first chunk to come."""
-        engine = self.engines.engine_for(route.version, route.base_url)
-        chunks = engine.stream(
-            overlaid.body, model=overlaid.model, timeout=self.config.upstream_timeout
-        )
+        engine = self.pipeline.engine(route.version, route.base_url)
+        chunks = self.pipeline.stream(engine, overlaid)
         return time.perf_counter(), chunks, asyncio.ensure_future(anext(chunks))
 
     def _send(
@@ -333,7 +331,7 @@ class Gateway:
     ) -> tuple[float, asyncio.Future, asyncio.Event]:
         """Start the upstream call: when it started, the call, and an event set once the
         request is on the wire (or failed to leave)."""
-        engine = self.engines.engine_for(route.version, route.base_url)
+        engine = self.pipeline.engine(route.version, route.base_url)
         sent = asyncio.Event()
         upstream = asyncio.ensure_future(self.complete(engine, overlaid, sent))
         upstream.add_done_callback(lambda _: sent.set())
@@ -349,15 +347,10 @@ class Gateway:
     async def shadow(self, admitted: Admitted, body: dict, version: AgentVersion) -> None:
         """Serve a copy to the shadow version and record it; never affects the primary."""
         try:
-            memory = await self.catalog.memory_index(version, admitted.identity.tenant)
-            overlaid = apply_overlays(body, version.spec, memory, tenant=admitted.identity.tenant)
-            engine = self.engines.engine_for(version, version.spec.model.base_url)
-            started = time.perf_counter()
-            response = await self.complete(engine, overlaid)
-            latency_ms = (time.perf_counter() - started) * 1000
+            served = await self.pipeline.serve(body, version, admitted.identity.tenant)
             shadowed = replace(admitted, traffic=Traffic.SHADOW)
             await self.recorder.record_exchange(
-                shadowed, body, overlaid, version, response, latency_ms
+                shadowed, body, served.overlaid, version, served.response, served.latency_ms
             )
         except asyncio.CancelledError:
             raise
