@@ -84,7 +84,7 @@ def facts(rows: Sequence[EvolutionRow]) -> list[Fact]:
     return found
 
 
-def as_expected(row: EvolutionRow) -> bool:
+def _as_expected(row: EvolutionRow) -> bool:
     """The policy did what the round expects. An evolution expected to change nothing did
     so when the agent is as it was, whatever it tried: a change chosen on thin evidence
     whose candidate came to nothing leaves the agent as a noop does."""
@@ -96,7 +96,7 @@ def as_expected(row: EvolutionRow) -> bool:
 def _unchanged(row: EvolutionRow) -> Fact:
     return Fact(
         f"{row.round}: the agent is left as it was",
-        as_expected(row),
+        _as_expected(row),
         f"chose {row.action}, {row.outcome}; stable {row.stable_before} -> {row.stable_after}",
         expected=f"no promotion and stable to stay {row.stable_before}",
         why=_first_sentence(row.reason),
@@ -183,7 +183,7 @@ def summary(rows: Sequence[EvolutionRow], title: str) -> RenderableType:
     grid.add_column("outcome", overflow="fold")
     grid.add_column("reward", no_wrap=True)
     for row in rows:
-        mark = "" if row.forced else (" ✓" if as_expected(row) else " ✗")
+        mark = "" if row.forced else (" ✓" if _as_expected(row) else " ✗")
         decision = f"{row.action or '?'}{mark}" + (" (person)" if row.forced else "")
         grid.add_row(
             row.round,
@@ -207,7 +207,7 @@ def _verdict(row: EvolutionRow) -> str:
     outcome = _outcome_words(row)
     if row.forced:
         return f"a person's {row.action} candidate: {outcome}"
-    mark = "[green]✓[/green]" if as_expected(row) else "[red]✗[/red]"
+    mark = "[green]✓[/green]" if _as_expected(row) else "[red]✗[/red]"
     expected = "no change" if row.expected == "noop" else row.expected
     return f"chose {row.action} {mark} (expected {expected}): {outcome}"
 
