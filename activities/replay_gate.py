@@ -1,19 +1,19 @@
 """The replay gate: the agent's safety suite, then recorded trajectories, on both versions.
 
-Each request is sent exactly as the gateway would send it for the version (same overlay
-code, same upstream engine), and never passes through capture: replay is evaluation
-traffic, never recorded, never training data. First the candidate and its parent answer the
-safety suite, and the candidate is judged against the parent by the suite's rules (a case
-the parent fails too is a finding about the agent, not a failure of the candidate); the
-answers are heartbeated after every case, so a worker that dies mid-gate is replaced by one
-that resumes at the next unanswered case of each version instead of starting over. Then the
-window's past failures and known successes are replayed (approximate replay) on stable and
-on the candidate and judged in pairs: failures must improve, successes must not break. The
-agent's evaluation set joins both: its required safety cases are asked with the suite, its
-reviewed failures are replayed beside the window's and its fixed failures must stay fixed
-(`evolution.evaluation`). A
-replayed tool call off the recorded path goes to the tool simulator the trajectory's tenant
-registered in the agent's settings, if any (`evolution.replay.simulators`).
+Each request is sent exactly as the gateway would send it for the version (its serving
+pipeline, `proxy.pipeline`, same upstream engine), and never passes through capture: replay
+is evaluation traffic, never recorded, never training data. First the candidate and its
+parent answer the safety suite, and the candidate is judged against the parent by the
+suite's rules (a case the parent fails too is a finding about the agent, not a failure of
+the candidate); the answers are heartbeated after every case, so a worker that dies mid-gate
+is replaced by one that resumes at the next unanswered case of each version instead of
+starting over. Then the window's past failures and known successes are replayed (approximate
+replay) on stable and on the candidate and judged in pairs: failures must improve, successes
+must not break. The agent's evaluation set joins both: its required safety cases are asked
+with the suite, its reviewed failures are replayed beside the window's and its fixed
+failures must stay fixed (`evolution.evaluation`). A replayed tool call off the recorded
+path goes to the tool simulator the trajectory's tenant registered in the agent's settings,
+if any (`evolution.replay.simulators`).
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from evolution.settings import EvolutionSettings
 from proxy.catalog import version_memory
 from proxy.engines.pool import EnginePool
 from proxy.governance import Redactor
+from proxy.pipeline import ServingPipeline
 from proxy.protocols.messages import chat_request as messages_to_chat
 from proxy.protocols.responses import chat_request as responses_to_chat
 from registry import (
@@ -66,7 +67,7 @@ from registry import (
     transaction,
 )
 from runtime.version.memory import MemoryIndex
-from runtime.version.overlays import apply_overlays, restore_response, served_tools
+from runtime.version.overlays import served_tools
 
 __all__ = ["ReplayGate"]
 
@@ -230,17 +231,18 @@ class ReplayGate:
     def serve(self, version: AgentVersion, tenant: str | None) -> Serve:
         """Serve a request as the gateway would for `version` (and tenant's memory), marked
         as evaluation traffic by never passing through capture."""
-        upstream = self.engines.engine_for(version, version.spec.model.base_url)
         memory: list[MemoryIndex] = []
 
-        async def serve(body: dict[str, Any]) -> dict[str, Any]:
+        async def loaded(version: AgentVersion, tenant: str | None) -> MemoryIndex:
             if not memory:
                 memory.append(await asyncio.to_thread(self._memory, version, tenant))
-            overlaid = apply_overlays(_as_served(body), version.spec, memory[0], tenant=tenant)
-            response = await upstream.complete(
-                overlaid.body, model=overlaid.model, timeout=self.timeout
-            )
-            return {**restore_response(response, overlaid), SERVED_TOOLS: served_tools(overlaid)}
+            return memory[0]
+
+        pipeline = ServingPipeline(self.engines, loaded, self.timeout)
+
+        async def serve(body: dict[str, Any]) -> dict[str, Any]:
+            served = await pipeline.serve(_as_served(body), version, tenant)
+            return {**served.restored, SERVED_TOOLS: served_tools(served.overlaid)}
 
         return serve
 

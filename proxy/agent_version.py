@@ -23,7 +23,7 @@ from proxy.errors import GatewayError
 from proxy.gateway import Gateway
 from proxy.router import Route
 from registry import AgentVersion, Alias, MemoryItem, get_memory_items
-from runtime.version.overlays import MEMORY_BLOCK_START, Overlaid, apply_overlays
+from runtime.version.overlays import MEMORY_BLOCK_START, Overlaid
 from runtime.version.skills import SKILL_BLOCK_START
 
 __all__ = ["agent_version", "version_document"]
@@ -39,12 +39,11 @@ async def agent_version(
     identity = await gateway.access.authenticate(request.headers.get("authorization"))
     await gateway.access.authorize(identity, agent)
     version, alias = await _in_force(gateway, identity.tenant, agent, session)
-    memory = await gateway.catalog.memory_index(version, identity.tenant)
     ids = [uuid.UUID(item) for item in version.spec.memory.item_ids]
     items = await gateway.catalog.read(get_memory_items, agent, identity.tenant, ids)
     agent_messages = [{"role": "user", "content": query}] if query else []
-    overlaid = apply_overlays(
-        {"messages": agent_messages}, version.spec, memory, tenant=identity.tenant
+    overlaid = await gateway.pipeline.overlay(
+        {"messages": agent_messages}, version, identity.tenant
     )
     headers = {"X-Evoplane-Version": version.id}
     if session:

@@ -31,7 +31,6 @@ from atdp import (
     new_id,
     utcnow,
 )
-from proxy.capture import CaptureRecord
 from proxy.errors import GatewayError
 from registry import NotFoundError, get_event, get_events, get_trajectory, list_trajectories
 
@@ -120,7 +119,7 @@ class EventReport(_Target):
 async def _locate(gateway, tenant: str, target: _Target) -> tuple[uuid.UUID, uuid.UUID | None]:
     """(trajectory id, event id) of the target, if `tenant` owns it; else 404."""
     if target.event_id is not None:
-        recent = gateway.recent_events.get(str(target.event_id))
+        recent = gateway.recorder.recent_events.get(str(target.event_id))
         if recent is not None:
             if recent[0] != tenant:
                 raise _not_found("event", target.event_id)
@@ -131,7 +130,7 @@ async def _locate(gateway, tenant: str, target: _Target) -> tuple[uuid.UUID, uui
             raise _not_found("event", target.event_id) from None
         return event.trajectory_id, event.id
     if target.trajectory_id is not None:
-        state = gateway.sessions.find_trajectory(target.trajectory_id)
+        state = gateway.recorder.sessions.find_trajectory(target.trajectory_id)
         if state is not None and state.trajectory.tenant == tenant:
             return state.trajectory.id, None
         try:
@@ -139,7 +138,7 @@ async def _locate(gateway, tenant: str, target: _Target) -> tuple[uuid.UUID, uui
         except NotFoundError:
             raise _not_found("trajectory", target.trajectory_id) from None
         return target.trajectory_id, None
-    state = gateway.sessions.find_session(tenant, target.session_id, target.agent)
+    state = gateway.recorder.sessions.find_session(tenant, target.session_id, target.agent)
     if state is not None:
         return state.trajectory.id, None
     found = await gateway.catalog.run(
@@ -175,7 +174,7 @@ async def record_feedback(gateway, tenant: str, report: FeedbackReport) -> list[
     if report.correction:
         values.append(("correction", BinaryValue(value=False), report.correction))
     # Critiques and corrections are the user's own words: governed like any captured text.
-    redactor = await gateway.redactor(tenant)
+    redactor = await gateway.recorder.redactor(tenant)
     values = [
         (name, value, redactor.redact_text(text).text if text else text)
         for name, value, text in values
@@ -194,13 +193,13 @@ async def record_feedback(gateway, tenant: str, report: FeedbackReport) -> list[
         )
         for name, value, critique in values
     ]
-    gateway.writer.submit([CaptureRecord("reward", r) for r in rewards])
+    gateway.recorder.submit_rewards(rewards)
     return rewards
 
 
 async def record_event(gateway, tenant: str, report: EventReport) -> Event:
     trajectory_id, _ = await _locate(gateway, tenant, report)
-    state = gateway.sessions.find_trajectory(trajectory_id)
+    state = gateway.recorder.sessions.find_trajectory(trajectory_id)
     if state is not None:
         state.last_seen = time.monotonic()  # the session is active here, not idle
     next_seq = (
@@ -239,31 +238,24 @@ async def record_event(gateway, tenant: str, report: EventReport) -> Event:
             ),
         ),
     )
-    redactor = await gateway.redactor(tenant)
-    event = redactor.redact_event(event)
-    records = [CaptureRecord("event", event)]
+    rewards: list[Reward] = []
     if state is not None and report.kind == "task_outcome":
         state.outcome_reported = True
     if report.kind == "task_outcome" and outcome is not None and outcome.success is not None:
-        records.append(
-            CaptureRecord(
-                "reward",
-                Reward(
-                    id=new_id(),
-                    tenant=tenant,
-                    trajectory_id=trajectory_id,
-                    event_id=event.id,
-                    name="task_success",
-                    value=BinaryValue(value=outcome.success),
-                    critique=outcome.error_message,
-                    source=RewardSource.TEST,
-                    created_at=utcnow(),
-                ),
+        rewards.append(
+            Reward(
+                id=new_id(),
+                tenant=tenant,
+                trajectory_id=trajectory_id,
+                event_id=event.id,
+                name="task_success",
+                value=BinaryValue(value=outcome.success),
+                critique=outcome.error_message,
+                source=RewardSource.TEST,
+                created_at=utcnow(),
             )
         )
-    gateway.writer.submit(records)
-    gateway.remember(tenant, trajectory_id, [str(event.id)])
-    return event
+    return await gateway.recorder.record_reported(tenant, trajectory_id, event, rewards)
 
 
 async def _next_seq_from_registry(gateway, tenant: str, trajectory_id: uuid.UUID) -> int:

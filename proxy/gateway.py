@@ -9,18 +9,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
-from collections import OrderedDict
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 from atdp import (
-    Event,
-    Harness,
     OutcomeStatus,
-    RedactionStatus,
     Traffic,
     TrajectoryOutcome,
     new_id,
@@ -29,113 +24,35 @@ from atdp import (
 from proxy.admission import Admitted
 from proxy.auth import AccessControl
 from proxy.capture import CaptureRecord, CaptureWriter, Spool
-from proxy.capture.events import (
-    EventDocument,
-    Exchange,
-    PendingExchange,
-    SessionBook,
-    SessionState,
-    begin_exchange,
-    finish_exchange,
-    new_trajectory,
-    resumed_state,
-    shown_answer,
-    task_type_of,
-)
+from proxy.capture.recorder import Recorder, Served
 from proxy.catalog import Catalog
 from proxy.config import GatewayConfig
 from proxy.engines.base import UpstreamEngine, UpstreamError, UpstreamTimeout
 from proxy.engines.pool import EnginePool
 from proxy.errors import GatewayError
-from proxy.governance import Redactor, governance_document
+from proxy.pipeline import ServingPipeline
 from proxy.rate_limit import RateLimit
 from proxy.router import Route, Router
-from proxy.signals import abandonment_reward, implicit_rewards
+from proxy.signals import abandonment_reward
 from proxy.streaming import ChatStream
 from proxy.telemetry import CallTelemetry
 from registry import (
     AgentVersion,
     ChangeListener,
     NotFoundError,
-    SealedEvent,
     SessionRoute,
-    TenantPolicy,
     TrajectoryEnd,
     check_schema,
     create_db_engine,
     last_activity,
-    seal_event,
-    session_progress,
 )
-from runtime.version.overlays import Overlaid, apply_overlays, restore_response
+from runtime.version.overlays import Overlaid
 
 __all__ = ["Gateway", "Served", "new_session_id", "upstream_failure"]
 
 log = logging.getLogger(__name__)
 
 SKEW = timedelta(seconds=1)  # how far two gateways' clocks may disagree
-# Seconds a read of a session's progress may take, from its start, though `resume_wait`
-# ends sooner: on a loaded machine a read under way is about to answer, not stalled.
-PROGRESS_READ_FLOOR = 1.0
-
-
-@dataclass
-class Capture:
-    """An exchange between the two phases of its capture.
-
-    `pending` holds the raw event documents (sealed, if the tenant wants it, never stored
-    in the clear); `before` and `draft` are their redacted versions.
-    """
-
-    state: SessionState
-    pending: PendingExchange
-    redactor: Redactor
-    regenerated: uuid.UUID | None
-    before: list[EventDocument]
-    draft: EventDocument
-    seal_key: str | None = None
-    request_key: int | None = None
-
-
-def _with_redacted_answer(
-    redactor: Redactor, raw_llm: EventDocument, draft: EventDocument
-) -> EventDocument:
-    """The llm_call with its prompt as redacted in phase one and its answer redacted now."""
-    answer = redactor.redact_document(
-        {"action": raw_llm["action"], "governance": draft["governance"]}
-    )
-    return {
-        **raw_llm,
-        "observation": draft["observation"],
-        "hidden": draft["hidden"],
-        "action": answer["action"],
-        "governance": answer["governance"],
-    }
-
-
-def sealed_copies(
-    raw: list[EventDocument], redacted: list[EventDocument], key: str
-) -> tuple[list[EventDocument], list[SealedEvent]]:
-    """Seal the raw copy of every event redaction changed, and point the stored one at it."""
-    now, kept, sealed = utcnow(), [], []
-    for original, stored in zip(raw, redacted, strict=True):
-        if stored["governance"]["redaction"] == RedactionStatus.REDACTED:
-            sealed.append(seal_event(Event.model_validate(original), key, now))
-            governance = {**stored["governance"], "sealed_ref": f"sealed:{stored['id']}"}
-            stored = {**stored, "governance": governance}
-        kept.append(stored)
-    return kept, sealed
-
-
-@dataclass
-class Served:
-    """What a handled request produced, for the HTTP layer's headers."""
-
-    session: str
-    trajectory_id: uuid.UUID
-    event_id: uuid.UUID
-    version_id: str
-    upstream_ms: float  # from sending the upstream call to handling its answer
 
 
 class Gateway:
@@ -157,16 +74,16 @@ class Gateway:
             batch_size=config.capture_batch_size,
             flush_interval=config.capture_flush_interval,
         )
-        self.sessions = SessionBook()
-        self.shadow_sessions = SessionBook()
+        self.telemetry = CallTelemetry(config)
+        self.recorder = Recorder(config, self.writer, self.catalog, self.telemetry)
         self.access = AccessControl(self.catalog)
         self.rate_limit = RateLimit(config.rate_limit)
-        self.recent_events: OrderedDict[str, tuple[str, uuid.UUID]] = OrderedDict()
         self.engines = EnginePool.of(config)
-        self._redactors: dict[tuple[str, ...], Redactor] = {}
+        self.pipeline = ServingPipeline(
+            self.engines, self.catalog.memory_index, config.upstream_timeout
+        )
         self._background: set[asyncio.Task] = set()
         self.shadow_failures = 0
-        self.telemetry = CallTelemetry(config)
 
     async def start(self) -> None:
         await asyncio.to_thread(self.writer.start)
@@ -200,12 +117,13 @@ class Gateway:
         """End the trajectories of sessions idle here for `abandon_after`, unless another
         gateway has recorded events of them since (it serves the session now: this process
         only forgets it). Returns how many sessions this process forgot."""
-        idle = self.sessions.idle(self.config.abandon_after)
+        sessions = self.recorder.sessions
+        idle = sessions.idle(self.config.abandon_after)
         recorded = [state for state in idle if state.recorded]
         ids = [state.trajectory.id for state in recorded]
         latest = await self.catalog.run(last_activity, ids) if ids else {}
         for state in idle:
-            self.sessions.forget(state)
+            sessions.forget(state)
         records: list[CaptureRecord] = []
         now, clock = utcnow(), time.monotonic()
         for state in recorded:
@@ -229,7 +147,7 @@ class Gateway:
                 reward = abandonment_reward(trajectory.tenant, trajectory.id, state.last_llm_event)
                 records.append(CaptureRecord("reward", reward))
         if records:
-            self.writer.submit(records)
+            self.recorder.submit(records)
         return len(idle)
 
     async def close(self) -> None:
@@ -250,9 +168,7 @@ class Gateway:
         self, engine: UpstreamEngine, overlaid: Overlaid, sent: asyncio.Event | None = None
     ) -> dict[str, Any]:
         try:
-            return await engine.complete(
-                overlaid.body, model=overlaid.model, timeout=self.config.upstream_timeout, sent=sent
-            )
+            return await self.pipeline.complete(engine, overlaid, sent)
         except (UpstreamTimeout, UpstreamError) as error:
             raise upstream_failure(error) from None
 
@@ -269,11 +185,10 @@ class Gateway:
                 tenant, admitted.agent, admitted.session, minted=admitted.minted
             )
         )
-        memory = await self.catalog.memory_index(route.version, tenant)
-        spec = route.version.spec
-        if not admitted.harness:
-            spec = spec.model_copy(update={"harness": Harness()})
-        return route, apply_overlays(body, spec, memory, tenant=tenant)
+        overlaid = await self.pipeline.overlay(
+            body, route.version, tenant, harness=admitted.harness
+        )
+        return route, overlaid
 
     async def pinned(self, agent: str, version_id: str) -> Route:
         """An evaluation request's own choice of version (replay, optimisers): no shadow."""
@@ -318,7 +233,7 @@ class Gateway:
                 route, overlaid = await self.prepare(admitted, body)
                 started, upstream, sent = self._send(route, overlaid)
                 await sent.wait()
-            capture = await self.begin_capture(
+            capture = await self.recorder.begin(
                 admitted, body, overlaid, route.version, protocol, stored_response
             )
         except BaseException:
@@ -330,10 +245,10 @@ class Gateway:
             failed_ms = (time.perf_counter() - started) * 1000
             self.telemetry.record(capture.pending.exchange, capture.draft, failed_ms, error.code)
             raise
-        restored = restore_response(response, overlaid)
+        restored = self.pipeline.restore(response, overlaid)
         latency_ms = (time.perf_counter() - started) * 1000
         gone = admitted.gone is not None and await admitted.gone()
-        served = self.finish_capture(capture, response, latency_ms, delivered=not gone)
+        served = self.recorder.finish(capture, response, latency_ms, delivered=not gone)
         if route.shadow is not None and admitted.traffic is Traffic.USER:
             self.spawn(self.shadow(admitted, body, route.shadow))
         return restored, served
@@ -366,7 +281,7 @@ class Gateway:
             first = None
         except (UpstreamTimeout, UpstreamError) as error:
             raise upstream_failure(error) from None
-        book = self.sessions if admitted.traffic is Traffic.USER else self.shadow_sessions
+        book = self.recorder.book(admitted.traffic)
         state = book.get(admitted.identity.tenant, admitted.agent, admitted.session)
         trajectory_id = state.trajectory.id if state is not None else None
         return ChatStream(
@@ -389,7 +304,7 @@ class Gateway:
         latency_ms = (time.perf_counter() - streamed.started) * 1000
         # Only a stream that ran to its end stores its response (the agent saw it whole).
         stored = streamed.stored_response if streamed.ended and not failed else None
-        served = await self.capture(
+        served = await self.recorder.record_exchange(
             admitted,
             streamed.body,
             streamed.overlaid,
@@ -407,10 +322,8 @@ class Gateway:
         self, route: Route, overlaid: Overlaid
     ) -> tuple[float, AsyncGenerator[dict], asyncio.Future]:
         """Start an upstream stream: when it started, its chunks, and its first chunk to come."""
-        engine = self.engines.engine_for(route.version, route.base_url)
-        chunks = engine.stream(
-            overlaid.body, model=overlaid.model, timeout=self.config.upstream_timeout
-        )
+        engine = self.pipeline.engine(route.version, route.base_url)
+        chunks = self.pipeline.stream(engine, overlaid)
         return time.perf_counter(), chunks, asyncio.ensure_future(anext(chunks))
 
     def _send(
@@ -418,211 +331,11 @@ class Gateway:
     ) -> tuple[float, asyncio.Future, asyncio.Event]:
         """Start the upstream call: when it started, the call, and an event set once the
         request is on the wire (or failed to leave)."""
-        engine = self.engines.engine_for(route.version, route.base_url)
+        engine = self.pipeline.engine(route.version, route.base_url)
         sent = asyncio.Event()
         upstream = asyncio.ensure_future(self.complete(engine, overlaid, sent))
         upstream.add_done_callback(lambda _: sent.set())
         return time.perf_counter(), upstream, sent
-
-    async def redactor(self, tenant: str) -> Redactor:
-        return self.redactor_for(await self.catalog.policy(tenant))
-
-    def redactor_for(self, policy: TenantPolicy) -> Redactor:
-        """The redactor of a policy's patterns, built once per distinct set of patterns."""
-        patterns = tuple(policy.redaction_patterns)
-        redactor = self._redactors.get(patterns)
-        if redactor is None:
-            redactor = self._redactors[patterns] = Redactor(patterns)
-        return redactor
-
-    async def begin_capture(
-        self,
-        admitted: Admitted,
-        request: dict,
-        overlaid: Overlaid,
-        version: AgentVersion,
-        protocol: tuple[str, dict[str, Any]] | None = None,
-        stored_response: dict[str, Any] | None = None,
-    ) -> Capture:
-        """Phase one: the request's events, governed and redacted."""
-        tenant, agent, session = admitted.identity.tenant, admitted.agent, admitted.session
-        traffic = admitted.traffic
-        book = self.sessions if traffic is Traffic.USER else self.shadow_sessions
-        state = book.get(tenant, agent, session)
-        if traffic is Traffic.USER:
-            state = await self._caught_up(state, admitted, version, request)
-        if state is None or state.trajectory.versions.agent_version_id != version.id:
-            trajectory = new_trajectory(tenant, agent, session, version, task_type_of(request))
-            state = book.start(trajectory)
-        policy = await self.catalog.policy(tenant)
-        # Only real users' data may train: shadow and evaluation traffic never does.
-        opt_out = admitted.training_opt_out or traffic is not Traffic.USER
-        governance = governance_document(policy, training_opt_out=opt_out, now=utcnow())
-        exchange = Exchange(
-            tenant=tenant,
-            agent=agent,
-            session=session,
-            request=request,
-            overlaid=overlaid,
-            version=version,
-            traffic=traffic,
-            governance=governance,
-            protocol=protocol,
-            stored_response=stored_response,
-        )
-        pending = begin_exchange(state, exchange)
-        request_key = hash(tuple(pending.keys))
-        regenerated = _retried(state, admitted, pending, request_key)
-        redactor = self.redactor_for(policy)
-        capture = Capture(
-            state=state,
-            pending=pending,
-            redactor=redactor,
-            regenerated=regenerated,
-            request_key=request_key,
-            before=[redactor.redact_document(event) for event in pending.before],
-            draft=redactor.redact_document(pending.draft),
-            # A stored response is read back from its call's events: with a seal key, the
-            # raw copy lets a continuation show the model what the agent wrote.
-            seal_key=(
-                self.config.seal_key if policy.seal_raw or stored_response is not None else None
-            ),
-        )
-        # What the request alone determines is spooled now, while the upstream works.
-        self.writer.submit(self._records(capture, pending.before, capture.before)[0])
-        return capture
-
-    async def _caught_up(
-        self, state: SessionState | None, admitted: Admitted, version: AgentVersion, request: dict
-    ) -> SessionState | None:
-        """The session's state, current with the answers the request shows again: this
-        process's own when it recorded the last of them (the common case, a regeneration
-        included: no registry read), else the registry's, because another gateway served
-        it, or this one before a restart. Waits up to `resume_wait` for that answer to be
-        committed (and for a read under way then, up to PROGRESS_READ_FLOOR from its
-        start); after that, or with the registry unreachable or not answering, goes on with
-        what this process has."""
-        messages = request.get("messages") or []
-        shown = shown_answer(messages)
-        if shown is None or (
-            state is not None
-            and shown[1] in state.answers
-            and state.trajectory.versions.agent_version_id == version.id
-        ):
-            return state
-        try:
-            resumed = await self._resumed(admitted, version, messages, shown)
-        except TimeoutError:
-            log.info(
-                "the registry did not answer a read of session %r's progress: recording on "
-                "from this request",
-                admitted.session,
-            )
-            return state
-        except Exception:  # noqa: BLE001 - capture goes on; only the linking is at stake
-            log.warning("reading session %r's progress failed", admitted.session, exc_info=True)
-            return state
-        if resumed is None:
-            log.info(
-                "session %r shows an answer the registry did not hold within %.1f s (no "
-                "gateway recorded it): recording on from this request",
-                admitted.session,
-                self.config.resume_wait,
-            )
-            return state
-        if state is not None and state.trajectory.id == resumed.trajectory.id:
-            # This process's own records may not be committed yet.
-            resumed.next_seq = max(resumed.next_seq, state.next_seq)
-            resumed.last_request_key = state.last_request_key
-            resumed.outcome_reported = state.outcome_reported
-        return self.sessions.put(resumed)
-
-    async def _resumed(
-        self, admitted: Admitted, version: AgentVersion, messages: list, shown: tuple
-    ) -> SessionState | None:
-        """The session's state as the registry holds it, once it holds the answer shown; None
-        if it does not within `resume_wait`.
-
-        Bounded as a whole, since a registry that does not answer hangs a read rather than
-        failing it: each read may take until `resume_wait` ends or PROGRESS_READ_FLOOR from
-        its start, whichever is later, then raises TimeoutError."""
-        tenant, agent, session = admitted.identity.tenant, admitted.agent, admitted.session
-        deadline = time.monotonic() + self.config.resume_wait
-        while True:
-            read = self.catalog.run(session_progress, tenant, agent, session, version.id)
-            allowed = max(deadline - time.monotonic(), PROGRESS_READ_FLOOR)
-            progress = await asyncio.wait_for(read, allowed)
-            resumed = resumed_state(progress, messages, shown) if progress else None
-            if resumed is not None or time.monotonic() >= deadline:
-                return resumed
-            await asyncio.sleep(0.05)
-
-    def _records(
-        self, capture: Capture, raw: list[EventDocument], events: list[EventDocument]
-    ) -> tuple[list[CaptureRecord], list[EventDocument]]:
-        """Records for events (and, the first time, the trajectory), and the events as stored."""
-        records: list[CaptureRecord] = []
-        if not capture.state.recorded:
-            records.append(CaptureRecord("trajectory", capture.state.trajectory))
-            capture.state.recorded = True
-        if capture.seal_key:
-            events, sealed = sealed_copies(raw, events, capture.seal_key)
-            records += [CaptureRecord("sealed", copy) for copy in sealed]
-        records += [CaptureRecord("event", event) for event in events]
-        return records, events
-
-    def finish_capture(
-        self, capture: Capture, response: dict, latency_ms: float, *, delivered: bool = True
-    ) -> Served:
-        """Phase two: the answer, redacted, and everything handed to the capture writer.
-        `delivered` false: the client left before the answer (recorded as never received)."""
-        state, pending = capture.state, capture.pending
-        raw_llm = finish_exchange(state, pending, response, latency_ms, delivered=delivered)
-        if delivered:
-            state.last_request_key = capture.request_key
-        llm = _with_redacted_answer(capture.redactor, raw_llm, capture.draft)
-        records, (llm,) = self._records(capture, [raw_llm], [llm])
-        events = [*capture.before, llm]
-        if pending.exchange.traffic is Traffic.USER:
-            rewards = implicit_rewards(events, regenerated=capture.regenerated)
-            records += [CaptureRecord("reward", reward) for reward in rewards]
-            trajectory = state.trajectory
-            self.remember(trajectory.tenant, trajectory.id, [e["id"] for e in events])
-        served = Served(
-            pending.exchange.session,
-            state.trajectory.id,
-            pending.draft_id,
-            pending.exchange.version.id,
-            latency_ms,
-        )
-        self.writer.submit(records)  # one spool write: durable before the answer leaves
-        self.telemetry.record(pending.exchange, llm, latency_ms)
-        return served
-
-    async def capture(
-        self,
-        admitted: Admitted,
-        request: dict,
-        overlaid: Overlaid,
-        version: AgentVersion,
-        response: dict,
-        latency_ms: float,
-        protocol: tuple[str, dict[str, Any]] | None = None,
-        stored_response: dict[str, Any] | None = None,
-    ) -> Served:
-        """Both phases at once, for answers that are complete already (streams, shadows)."""
-        capture = await self.begin_capture(
-            admitted, request, overlaid, version, protocol, stored_response
-        )
-        return self.finish_capture(capture, response, latency_ms)
-
-    def remember(self, tenant: str, trajectory_id: uuid.UUID, event_ids: list[str]) -> None:
-        """Recent events' owners (by id as text), so feedback on them is tenant-checked
-        without the registry."""
-        for event_id in event_ids:
-            self.recent_events[event_id] = (tenant, trajectory_id)
-        while len(self.recent_events) > 200_000:
-            self.recent_events.popitem(last=False)
 
     # --- shadow -------------------------------------------------------------------------
 
@@ -634,14 +347,11 @@ class Gateway:
     async def shadow(self, admitted: Admitted, body: dict, version: AgentVersion) -> None:
         """Serve a copy to the shadow version and record it; never affects the primary."""
         try:
-            memory = await self.catalog.memory_index(version, admitted.identity.tenant)
-            overlaid = apply_overlays(body, version.spec, memory, tenant=admitted.identity.tenant)
-            engine = self.engines.engine_for(version, version.spec.model.base_url)
-            started = time.perf_counter()
-            response = await self.complete(engine, overlaid)
-            latency_ms = (time.perf_counter() - started) * 1000
+            served = await self.pipeline.serve(body, version, admitted.identity.tenant)
             shadowed = replace(admitted, traffic=Traffic.SHADOW)
-            await self.capture(shadowed, body, overlaid, version, response, latency_ms)
+            await self.recorder.record_exchange(
+                shadowed, body, served.overlaid, version, served.response, served.latency_ms
+            )
         except asyncio.CancelledError:
             raise
         except Exception as error:  # noqa: BLE001 - a shadow failure is logged, never raised
@@ -665,28 +375,6 @@ def upstream_failure(error: UpstreamError | UpstreamTimeout) -> GatewayError:
             headers=headers,
         )
     return GatewayError(502, f"The upstream model failed: {error}", code="upstream_error")
-
-
-def _retried(
-    state: SessionState, admitted: Admitted, pending: PendingExchange, request_key: int
-) -> uuid.UUID | None:
-    """The call this request regenerates (the user asked the same again), if any.
-
-    A client's retry of a request whose answer it never received is no regeneration: the
-    SDK says so (`Admitted.retry`), or the gateway recorded that answer as undelivered. The
-    retry then answers what that call answered, and names it (`retry_of`).
-    """
-    undelivered = state.undelivered
-    if undelivered is not None and undelivered[0] == request_key:
-        pending.retry_of = undelivered[2]
-        pending.draft["parent_id"] = undelivered[1]
-        return None
-    if request_key != state.last_request_key:
-        return None
-    if admitted.retry:
-        pending.retry_of = state.last_llm_event
-        return None
-    return state.last_llm_event
 
 
 def new_session_id() -> str:

@@ -18,12 +18,9 @@ from typing import Any
 import mcp_types as types
 
 from atdp import EventKind, ReplayClass, Traffic, new_id, utcnow
-from proxy.capture import CaptureRecord
 from proxy.capture.events import EventDocument, SessionState, atdp_name, new_trajectory
 from proxy.capture.tool_results import tool_error_class
-from proxy.gateway import Gateway, sealed_copies
-from proxy.governance import governance_document
-from proxy.signals import implicit_rewards
+from proxy.gateway import Gateway
 from registry import AgentVersion, ApiKeyIdentity, McpServer
 
 __all__ = [
@@ -112,14 +109,15 @@ async def session_of(gateway: Gateway, caller: McpCaller) -> McpExchange:
     """The caller's session and the version serving it: the one its model calls use, or,
     for a session that starts here, where the router places it."""
     tenant, agent = caller.tenant, caller.server.agent
-    state = gateway.sessions.get(tenant, agent, caller.session)
+    sessions = gateway.recorder.sessions
+    state = sessions.get(tenant, agent, caller.session)
     if state is not None:
         state.last_seen = time.monotonic()
         version = await gateway.catalog.version(state.trajectory.versions.agent_version_id)
         return McpExchange(caller, state, version)
     route = await gateway.router.route(tenant, agent, caller.session)
     route = await gateway.router.settle(route)
-    state = gateway.sessions.start(new_trajectory(tenant, agent, caller.session, route.version))
+    state = sessions.start(new_trajectory(tenant, agent, caller.session, route.version))
     return McpExchange(caller, state, route.version)
 
 
@@ -242,23 +240,5 @@ def _event(
 
 
 async def record_event(gateway: Gateway, state: SessionState, event: EventDocument) -> None:
-    """Govern, redact (and seal, if the tenant wants it) one event and hand it to the
-    capture writer, with the implicit reward its outcome implies."""
-    tenant = state.trajectory.tenant
-    policy = await gateway.catalog.policy(tenant)
-    event = {
-        **event,
-        "governance": governance_document(policy, training_opt_out=False, now=utcnow()),
-    }
-    stored = gateway.redactor_for(policy).redact_document(event)
-    records: list[CaptureRecord] = []
-    if not state.recorded:
-        records.append(CaptureRecord("trajectory", state.trajectory))
-        state.recorded = True
-    if policy.seal_raw and gateway.config.seal_key:
-        (stored,), sealed = sealed_copies([event], [stored], gateway.config.seal_key)
-        records += [CaptureRecord("sealed", copy) for copy in sealed]
-    records.append(CaptureRecord("event", stored))
-    records += [CaptureRecord("reward", reward) for reward in implicit_rewards([stored])]
-    gateway.writer.submit(records)
-    gateway.remember(tenant, state.trajectory.id, [stored["id"]])
+    """Record one MCP event through the gateway's capture path (see `Recorder.record_event`)."""
+    await gateway.recorder.record_event(state, event)

@@ -26,7 +26,7 @@ from atdp import Event, Trajectory, utcnow
 from proxy.capture import CaptureRecord
 from proxy.capture.events import EventDocument, SessionState, new_trajectory, task_type_of
 from proxy.errors import GatewayError
-from proxy.gateway import Gateway, sealed_copies
+from proxy.gateway import Gateway
 from proxy.governance import Redactor, governance_document
 from proxy.otlp.decode import Span
 from proxy.otlp.genai import (
@@ -148,7 +148,7 @@ class TraceIngest:
             for record in self._record(plan, policy, training_opt_out, result)
         ]
         if records:
-            self.gateway.writer.submit(records)  # one spool write: durable before the answer
+            self.gateway.recorder.submit(records)  # one spool write: durable before the answer
         return result
 
     async def _stored(self, tenant: str, ids: list[uuid.UUID]) -> dict[uuid.UUID, StoredTrace]:
@@ -240,7 +240,7 @@ class TraceIngest:
         session.next_seq = max(session.next_seq, plan.last_seq + 1)
         governance = governance_document(policy, training_opt_out=opt_out, now=utcnow())
         recorder = TraceRecorder(state, governance, model_calls=_has_model_calls(state, plan.trace))
-        redactor = self.gateway.redactor_for(policy)
+        redactor = self.gateway.recorder.redactor_for(policy)
         raw, events, rewards = [], [], []
         for operation in plan.trace.operations:
             recorded = _governed(recorder, redactor, operation, result)
@@ -263,18 +263,12 @@ class TraceIngest:
         rewards: list[Any],
         result: IngestResult,
     ) -> list[CaptureRecord]:
-        records: list[CaptureRecord] = []
+        recorder = self.gateway.recorder
         trajectory = state.session.trajectory
-        if not state.session.recorded:
-            records.append(CaptureRecord("trajectory", trajectory))
-            state.session.recorded = True
-        seal_key = self.gateway.config.seal_key
-        if policy.seal_raw and seal_key:
-            events, sealed = sealed_copies(raw, events, seal_key)
-            records += [CaptureRecord("sealed", copy) for copy in sealed]
-        records += [CaptureRecord("event", event) for event in events]
+        seal_key = recorder.seal_key_for(policy)
+        records, events = recorder.records(state.session, raw, events, seal_key)
         records += [CaptureRecord("reward", reward) for reward in rewards]
-        self.gateway.remember(trajectory.tenant, trajectory.id, [e["id"] for e in events])
+        recorder.remember(trajectory.tenant, trajectory.id, [e["id"] for e in events])
         result.trajectories.append(trajectory.id)
         return records
 

@@ -165,10 +165,10 @@ def test_a_progress_read_under_way_when_resume_wait_ends_gets_its_floor(
     """A read of the session's progress may take PROGRESS_READ_FLOOR though `resume_wait`
     ends sooner: one that answers within it (a loaded machine) links the turn to the
     trajectory another gateway recorded; one the registry leaves unanswered ends the wait."""
-    import proxy.gateway
+    import proxy.capture.recorder
 
     url, engine, keys = postgres_registry
-    real, release = proxy.gateway.session_progress, threading.Event()
+    real, release = proxy.capture.recorder.session_progress, threading.Event()
 
     def slow(*args):
         time.sleep(0.3)
@@ -186,7 +186,7 @@ def test_a_progress_read_under_way_when_resume_wait_ends_gets_its_floor(
             messages = [{"role": "user", "content": "Where is A-1?"}]
             messages.append(_turn(client(first, keys["acme"]), session, messages))
             first.flush()
-            monkeypatch.setattr(proxy.gateway, "session_progress", read)
+            monkeypatch.setattr(proxy.capture.recorder, "session_progress", read)
             messages.append({"role": "user", "content": "And A-2?"})
             started = time.monotonic()
             _turn(client(second, keys["acme"]), session, messages)
@@ -196,7 +196,7 @@ def test_a_progress_read_under_way_when_resume_wait_ends_gets_its_floor(
     with transaction(engine) as db:
         assert len(list_trajectories(db, "acme", session_id="slow")) == 1
         assert len(list_trajectories(db, "acme", session_id="stalled")) == 2
-    assert proxy.gateway.PROGRESS_READ_FLOOR <= waited["stalled"] < 10
+    assert proxy.capture.recorder.PROGRESS_READ_FLOOR <= waited["stalled"] < 10
 
 
 def test_a_gateway_does_not_end_a_session_another_one_serves_now(shared_registry, tmp_path) -> None:
@@ -224,7 +224,7 @@ def test_a_gateway_does_not_end_a_session_another_one_serves_now(shared_registry
         _turn(client(second, keys["acme"]), "moved", messages)
         second.flush()
         deadline = time.monotonic() + 15  # the first gateway's sweep finds it idle
-        while first.gateway.sessions.get("acme", "support-bot", "moved") is not None:
+        while first.gateway.recorder.sessions.get("acme", "support-bot", "moved") is not None:
             assert time.monotonic() < deadline, "the idle session was never swept"
             time.sleep(0.1)
         first.flush()
@@ -373,12 +373,12 @@ def test_one_gateway_never_reads_the_registry_to_go_on_with_its_own_sessions(
     next turn costs no registry read."""
     import anthropic
 
-    import proxy.gateway
+    import proxy.capture.recorder
 
     reads = []
-    real = proxy.gateway.session_progress
+    real = proxy.capture.recorder.session_progress
     monkeypatch.setattr(
-        proxy.gateway, "session_progress", lambda *args: reads.append(args) or real(*args)
+        proxy.capture.recorder, "session_progress", lambda *args: reads.append(args) or real(*args)
     )
     server, _, keys = live
     sdk = client(server, keys["acme"])

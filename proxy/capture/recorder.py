@@ -1,0 +1,392 @@
+"""The one capture path: every protocol, MCP, OTLP and feedback records through a `Recorder`.
+
+It owns what recording needs of the process (the sessions' states, the redactors, the seal
+key, the capture writer, the recent events' owners), so no caller reaches into the gateway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from atdp import Event, RedactionStatus, Traffic, utcnow
+from proxy.admission import Admitted
+from proxy.capture.events import (
+    EventDocument,
+    Exchange,
+    PendingExchange,
+    SessionBook,
+    SessionState,
+    begin_exchange,
+    finish_exchange,
+    new_trajectory,
+    resumed_state,
+    shown_answer,
+    task_type_of,
+)
+from proxy.capture.records import CaptureRecord
+from proxy.capture.writer import CaptureWriter
+from proxy.catalog import Catalog
+from proxy.config import GatewayConfig
+from proxy.governance import Redactor, governance_document
+from proxy.signals import implicit_rewards
+from proxy.telemetry import CallTelemetry
+from registry import AgentVersion, SealedEvent, TenantPolicy, seal_event, session_progress
+from runtime.version.overlays import Overlaid
+
+__all__ = ["Capture", "Recorder", "Served", "sealed_copies"]
+
+log = logging.getLogger(__name__)
+
+RECENT_EVENTS = 200_000  # how many events' owners feedback can check without the registry
+# Seconds a read of a session's progress may take, from its start, though `resume_wait`
+# ends sooner: on a loaded machine a read under way is about to answer, not stalled.
+PROGRESS_READ_FLOOR = 1.0
+
+
+@dataclass
+class Capture:
+    """An exchange between the two phases of its capture.
+
+    `pending` holds the raw event documents (sealed, if the tenant wants it, never stored
+    in the clear); `before` and `draft` are their redacted versions.
+    """
+
+    state: SessionState
+    pending: PendingExchange
+    redactor: Redactor
+    regenerated: uuid.UUID | None
+    before: list[EventDocument]
+    draft: EventDocument
+    seal_key: str | None = None
+    request_key: int | None = None
+
+
+def _with_redacted_answer(
+    redactor: Redactor, raw_llm: EventDocument, draft: EventDocument
+) -> EventDocument:
+    """The llm_call with its prompt as redacted in phase one and its answer redacted now."""
+    answer = redactor.redact_document(
+        {"action": raw_llm["action"], "governance": draft["governance"]}
+    )
+    return {
+        **raw_llm,
+        "observation": draft["observation"],
+        "hidden": draft["hidden"],
+        "action": answer["action"],
+        "governance": answer["governance"],
+    }
+
+
+@dataclass
+class Served:
+    """What a handled request produced, for the HTTP layer's headers."""
+
+    session: str
+    trajectory_id: uuid.UUID
+    event_id: uuid.UUID
+    version_id: str
+    upstream_ms: float  # from sending the upstream call to handling its answer
+
+
+class Recorder:
+    """Builds and hands to the capture writer the records of one gateway process."""
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        writer: CaptureWriter,
+        catalog: Catalog,
+        telemetry: CallTelemetry,
+    ) -> None:
+        self.writer = writer
+        self.catalog = catalog
+        self.telemetry = telemetry
+        self.seal_key = config.seal_key
+        self.resume_wait = config.resume_wait
+        self.sessions = SessionBook()
+        self.shadow_sessions = SessionBook()
+        self.recent_events: OrderedDict[str, tuple[str, uuid.UUID]] = OrderedDict()
+        self._redactors: dict[tuple[str, ...], Redactor] = {}
+
+    def book(self, traffic: Traffic) -> SessionBook:
+        """The sessions of a kind of traffic: users' own, or the shadow copies'."""
+        return self.sessions if traffic is Traffic.USER else self.shadow_sessions
+
+    async def redactor(self, tenant: str) -> Redactor:
+        return self.redactor_for(await self.catalog.policy(tenant))
+
+    def redactor_for(self, policy: TenantPolicy) -> Redactor:
+        """The redactor of a policy's patterns, built once per distinct set of patterns."""
+        patterns = tuple(policy.redaction_patterns)
+        redactor = self._redactors.get(patterns)
+        if redactor is None:
+            redactor = self._redactors[patterns] = Redactor(patterns)
+        return redactor
+
+    def seal_key_for(self, policy: TenantPolicy, *, always: bool = False) -> str | None:
+        """The key raw copies are sealed with: when the tenant wants them, or `always`."""
+        return self.seal_key if policy.seal_raw or always else None
+
+    def remember(self, tenant: str, trajectory_id: uuid.UUID, event_ids: list[str]) -> None:
+        """Recent events' owners (by id as text), so feedback on them is tenant-checked
+        without the registry."""
+        for event_id in event_ids:
+            self.recent_events[event_id] = (tenant, trajectory_id)
+        while len(self.recent_events) > RECENT_EVENTS:
+            self.recent_events.popitem(last=False)
+
+    def records(
+        self,
+        state: SessionState,
+        raw: list[EventDocument],
+        events: list[EventDocument],
+        seal_key: str | None,
+    ) -> tuple[list[CaptureRecord], list[EventDocument]]:
+        """Records for events (and, the first time, the trajectory), and the events as stored."""
+        records: list[CaptureRecord] = []
+        if not state.recorded:
+            records.append(CaptureRecord("trajectory", state.trajectory))
+            state.recorded = True
+        if seal_key:
+            events, sealed = sealed_copies(raw, events, seal_key)
+            records += [CaptureRecord("sealed", copy) for copy in sealed]
+        records += [CaptureRecord("event", event) for event in events]
+        return records, events
+
+    def submit(self, records: list[CaptureRecord]) -> None:
+        """One spool write: durable once this returns."""
+        self.writer.submit(records)
+
+    def submit_rewards(self, rewards: Iterable[Any]) -> None:
+        self.submit([CaptureRecord("reward", reward) for reward in rewards])
+
+    async def record_event(self, state: SessionState, event: EventDocument) -> EventDocument:
+        """Govern, redact (and seal, if the tenant wants it) one event a user's traffic
+        reported, and hand it to the capture writer with the implicit reward it implies."""
+        tenant = state.trajectory.tenant
+        policy = await self.catalog.policy(tenant)
+        governance = governance_document(policy, training_opt_out=False, now=utcnow())
+        event = {**event, "governance": governance}
+        stored = self.redactor_for(policy).redact_document(event)
+        records, (stored,) = self.records(state, [event], [stored], self.seal_key_for(policy))
+        records += [CaptureRecord("reward", reward) for reward in implicit_rewards([stored])]
+        self.submit(records)
+        self.remember(tenant, state.trajectory.id, [stored["id"]])
+        return stored
+
+    async def record_reported(
+        self, tenant: str, trajectory_id: uuid.UUID, event: Event, rewards: list[Any]
+    ) -> Event:
+        """An event the agent reported itself (`/v1/events`), redacted, with its rewards."""
+        event = (await self.redactor(tenant)).redact_event(event)
+        self.submit([CaptureRecord("event", event), *(CaptureRecord("reward", r) for r in rewards)])
+        self.remember(tenant, trajectory_id, [str(event.id)])
+        return event
+
+    # --- an exchange with a model, in two phases around the upstream call ------------------
+
+    async def begin(
+        self,
+        admitted: Admitted,
+        request: dict,
+        overlaid: Overlaid,
+        version: AgentVersion,
+        protocol: tuple[str, dict[str, Any]] | None = None,
+        stored_response: dict[str, Any] | None = None,
+    ) -> Capture:
+        """Phase one: the request's events, governed and redacted."""
+        tenant, agent, session = admitted.identity.tenant, admitted.agent, admitted.session
+        traffic = admitted.traffic
+        book = self.book(traffic)
+        state = book.get(tenant, agent, session)
+        if traffic is Traffic.USER:
+            state = await self._caught_up(state, admitted, version, request)
+        if state is None or state.trajectory.versions.agent_version_id != version.id:
+            trajectory = new_trajectory(tenant, agent, session, version, task_type_of(request))
+            state = book.start(trajectory)
+        policy = await self.catalog.policy(tenant)
+        # Only real users' data may train: shadow and evaluation traffic never does.
+        opt_out = admitted.training_opt_out or traffic is not Traffic.USER
+        governance = governance_document(policy, training_opt_out=opt_out, now=utcnow())
+        exchange = Exchange(
+            tenant=tenant,
+            agent=agent,
+            session=session,
+            request=request,
+            overlaid=overlaid,
+            version=version,
+            traffic=traffic,
+            governance=governance,
+            protocol=protocol,
+            stored_response=stored_response,
+        )
+        pending = begin_exchange(state, exchange)
+        request_key = hash(tuple(pending.keys))
+        regenerated = _retried(state, admitted, pending, request_key)
+        redactor = self.redactor_for(policy)
+        capture = Capture(
+            state=state,
+            pending=pending,
+            redactor=redactor,
+            regenerated=regenerated,
+            request_key=request_key,
+            before=[redactor.redact_document(event) for event in pending.before],
+            draft=redactor.redact_document(pending.draft),
+            # A stored response is read back from its call's events: with a seal key, the
+            # raw copy lets a continuation show the model what the agent wrote.
+            seal_key=self.seal_key_for(policy, always=stored_response is not None),
+        )
+        # What the request alone determines is spooled now, while the upstream works.
+        self.submit(self.records(state, pending.before, capture.before, capture.seal_key)[0])
+        return capture
+
+    async def _caught_up(
+        self, state: SessionState | None, admitted: Admitted, version: AgentVersion, request: dict
+    ) -> SessionState | None:
+        """The session's state, current with the answers the request shows again: this
+        process's own when it recorded the last of them (the common case, a regeneration
+        included: no registry read), else the registry's, because another gateway served
+        it, or this one before a restart. Waits up to `resume_wait` for that answer to be
+        committed (and for a read under way then, up to PROGRESS_READ_FLOOR from its
+        start); after that, or with the registry unreachable or not answering, goes on with
+        what this process has."""
+        messages = request.get("messages") or []
+        shown = shown_answer(messages)
+        if shown is None or (
+            state is not None
+            and shown[1] in state.answers
+            and state.trajectory.versions.agent_version_id == version.id
+        ):
+            return state
+        try:
+            resumed = await self._resumed(admitted, version, messages, shown)
+        except TimeoutError:
+            log.info(
+                "the registry did not answer a read of session %r's progress: recording on "
+                "from this request",
+                admitted.session,
+            )
+            return state
+        except Exception:  # noqa: BLE001 - capture goes on; only the linking is at stake
+            log.warning("reading session %r's progress failed", admitted.session, exc_info=True)
+            return state
+        if resumed is None:
+            log.info(
+                "session %r shows an answer the registry did not hold within %.1f s (no "
+                "gateway recorded it): recording on from this request",
+                admitted.session,
+                self.resume_wait,
+            )
+            return state
+        if state is not None and state.trajectory.id == resumed.trajectory.id:
+            # This process's own records may not be committed yet.
+            resumed.next_seq = max(resumed.next_seq, state.next_seq)
+            resumed.last_request_key = state.last_request_key
+            resumed.outcome_reported = state.outcome_reported
+        return self.sessions.put(resumed)
+
+    async def _resumed(
+        self, admitted: Admitted, version: AgentVersion, messages: list, shown: tuple
+    ) -> SessionState | None:
+        """The session's state as the registry holds it, once it holds the answer shown; None
+        if it does not within `resume_wait`.
+
+        Bounded as a whole, since a registry that does not answer hangs a read rather than
+        failing it: each read may take until `resume_wait` ends or PROGRESS_READ_FLOOR from
+        its start, whichever is later, then raises TimeoutError."""
+        tenant, agent, session = admitted.identity.tenant, admitted.agent, admitted.session
+        deadline = time.monotonic() + self.resume_wait
+        while True:
+            read = self.catalog.run(session_progress, tenant, agent, session, version.id)
+            allowed = max(deadline - time.monotonic(), PROGRESS_READ_FLOOR)
+            progress = await asyncio.wait_for(read, allowed)
+            resumed = resumed_state(progress, messages, shown) if progress else None
+            if resumed is not None or time.monotonic() >= deadline:
+                return resumed
+            await asyncio.sleep(0.05)
+
+    def finish(
+        self, capture: Capture, response: dict, latency_ms: float, *, delivered: bool = True
+    ) -> Served:
+        """Phase two: the answer, redacted, and everything handed to the capture writer.
+        `delivered` false: the client left before the answer (recorded as never received)."""
+        state, pending = capture.state, capture.pending
+        raw_llm = finish_exchange(state, pending, response, latency_ms, delivered=delivered)
+        if delivered:
+            state.last_request_key = capture.request_key
+        llm = _with_redacted_answer(capture.redactor, raw_llm, capture.draft)
+        records, (llm,) = self.records(state, [raw_llm], [llm], capture.seal_key)
+        events = [*capture.before, llm]
+        if pending.exchange.traffic is Traffic.USER:
+            rewards = implicit_rewards(events, regenerated=capture.regenerated)
+            records += [CaptureRecord("reward", reward) for reward in rewards]
+            trajectory = state.trajectory
+            self.remember(trajectory.tenant, trajectory.id, [e["id"] for e in events])
+        served = Served(
+            pending.exchange.session,
+            state.trajectory.id,
+            pending.draft_id,
+            pending.exchange.version.id,
+            latency_ms,
+        )
+        self.submit(records)  # one spool write: durable before the answer leaves
+        self.telemetry.record(pending.exchange, llm, latency_ms)
+        return served
+
+    async def record_exchange(
+        self,
+        admitted: Admitted,
+        request: dict,
+        overlaid: Overlaid,
+        version: AgentVersion,
+        response: dict,
+        latency_ms: float,
+        protocol: tuple[str, dict[str, Any]] | None = None,
+        stored_response: dict[str, Any] | None = None,
+    ) -> Served:
+        """Both phases at once, for answers that are complete already (streams, shadows)."""
+        capture = await self.begin(admitted, request, overlaid, version, protocol, stored_response)
+        return self.finish(capture, response, latency_ms)
+
+
+def sealed_copies(
+    raw: list[EventDocument], redacted: list[EventDocument], key: str
+) -> tuple[list[EventDocument], list[SealedEvent]]:
+    """Seal the raw copy of every event redaction changed, and point the stored one at it."""
+    now, kept, sealed = utcnow(), [], []
+    for original, stored in zip(raw, redacted, strict=True):
+        if stored["governance"]["redaction"] == RedactionStatus.REDACTED:
+            sealed.append(seal_event(Event.model_validate(original), key, now))
+            governance = {**stored["governance"], "sealed_ref": f"sealed:{stored['id']}"}
+            stored = {**stored, "governance": governance}
+        kept.append(stored)
+    return kept, sealed
+
+
+def _retried(
+    state: SessionState, admitted: Admitted, pending: PendingExchange, request_key: int
+) -> uuid.UUID | None:
+    """The call this request regenerates (the user asked the same again), if any.
+
+    A client's retry of a request whose answer it never received is no regeneration: the
+    SDK says so (`Admitted.retry`), or the gateway recorded that answer as undelivered. The
+    retry then answers what that call answered, and names it (`retry_of`).
+    """
+    undelivered = state.undelivered
+    if undelivered is not None and undelivered[0] == request_key:
+        pending.retry_of = undelivered[2]
+        pending.draft["parent_id"] = undelivered[1]
+        return None
+    if request_key != state.last_request_key:
+        return None
+    if admitted.retry:
+        pending.retry_of = state.last_llm_event
+        return None
+    return state.last_llm_event
