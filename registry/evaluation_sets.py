@@ -23,7 +23,7 @@ from sqlmodel import Session, func, select
 from atdp import Event, utcnow
 from registry.errors import InvalidRecordError, NotFoundError
 from registry.tables import AgentRow, EvaluationSetRow
-from registry.trajectories import get_events
+from registry.trajectories import trajectory_events
 
 __all__ = [
     "DEFAULT_SET",
@@ -234,9 +234,13 @@ def evaluation_set_events(
     session: Session, evaluation_set: EvaluationSet
 ) -> dict[uuid.UUID, list[Event]]:
     """The recorded events of the set's trajectory cases, each as its case's tenant sees
-    them (a trajectory whose events are gone has none)."""
+    them (a trajectory whose events are gone, or are another tenant's, has none), read in
+    one query per 500 cases."""
+    cases = [case for case in evaluation_set.cases if case.kind == "trajectory"]
+    recorded = trajectory_events(session, {case.trajectory_id for case in cases})
     return {
-        case.trajectory_id: get_events(session, case.tenant, case.trajectory_id)
-        for case in evaluation_set.cases
-        if case.kind == "trajectory"
+        case.trajectory_id: [
+            event for event in recorded.get(case.trajectory_id, []) if event.tenant == case.tenant
+        ]
+        for case in cases
     }

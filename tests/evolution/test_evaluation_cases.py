@@ -85,6 +85,17 @@ def test_failing_cases_replay_as_past_failures_and_fixed_ones_must_hold(engine) 
     assert len(replay_cases(held, events, tenants=["acme"])[0]) == 3
 
 
+def test_a_case_sees_its_trajectory_only_as_its_own_tenant(engine) -> None:
+    a, b = recorded(engine, 2)
+    with transaction(engine) as session:
+        held = add_evaluation_cases(
+            session, AGENT, [case(a.id), case(b.id, tenant="globex")], author="t", reason="t"
+        )
+        events = evaluation_set_events(session, held)
+    assert [e.trajectory_id for e in events[a.id]] == [a.id] * len(events[a.id])
+    assert events[a.id] and events[b.id] == []
+
+
 def test_required_safety_cases_join_the_suite_absolute() -> None:
     def safety(name: str, required: bool = False) -> SafetyCase:
         return SafetyCase.model_validate(
