@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -56,6 +57,32 @@ def placed(postgres_schema):
     engine.dispose()
 
 
+@pytest.fixture
+def proxied(placed):
+    """The placed registry reached through a TCP proxy the test can cut or stall: an engine
+    for it, the proxy, and the placements."""
+    engine, placements = placed
+    proxy = TcpProxy(("127.0.0.1", 5432))
+    through = create_db_engine(engine.url.set(port=proxy.port), check=False)
+    try:
+        yield through, proxy, placements
+    finally:
+        through.dispose()
+        proxy.close()
+
+
+def run_then_close(reader: SessionRouteReader, scenario) -> Any:
+    """Run `scenario()` (a coroutine function) on a new event loop, then close the reader."""
+
+    async def run() -> Any:
+        try:
+            return await scenario()
+        finally:
+            await reader.aclose()
+
+    return asyncio.run(run())
+
+
 def test_placements_come_back_in_the_order_asked_and_none_for_new_sessions(placed) -> None:
     engine, placements = placed
     reader = SessionRouteReader.for_engine(engine)
@@ -68,12 +95,10 @@ def test_placements_come_back_in_the_order_asked_and_none_for_new_sessions(place
     ]
 
     async def read_twice() -> tuple[list, list]:
-        try:  # the second read runs the statement prepared by the first
-            return await reader.read(keys), await reader.read(keys[2:3])
-        finally:
-            await reader.aclose()
+        # the second read runs the statement prepared by the first
+        return await reader.read(keys), await reader.read(keys[2:3])
 
-    first, second = asyncio.run(read_twice())
+    first, second = run_then_close(reader, read_twice)
     assert first == [placements[2], None, placements[0], placements[1], None]
     assert second == [placements[0]]
     with transaction(engine) as session:  # the same as the registry's own read
@@ -81,60 +106,44 @@ def test_placements_come_back_in_the_order_asked_and_none_for_new_sessions(place
 
 
 def test_an_unreachable_database_is_reported_as_such_and_the_next_read_reconnects(
-    placed,
+    proxied,
 ) -> None:
-    engine, placements = placed
-    proxy = TcpProxy(("127.0.0.1", 5432))
-    url = engine.url.set(port=proxy.port)
-    reader = SessionRouteReader.for_engine(create_db_engine(url, check=False))
+    engine, proxy, placements = proxied
+    reader = SessionRouteReader.for_engine(engine)
     key = [("bot", "acme", "s1")]
 
     async def scenario() -> list:
-        try:
-            assert await reader.read(key) == [placements[0]]
-            proxy.cut()  # the open connection breaks, and new ones are refused
-            for _ in range(2):
-                with pytest.raises(DatabaseUnavailableError):
-                    await reader.read(key)
-            proxy.restore()
-            return await reader.read(key)
-        finally:
-            await reader.aclose()
+        assert await reader.read(key) == [placements[0]]
+        proxy.cut()  # the open connection breaks, and new ones are refused
+        for _ in range(2):
+            with pytest.raises(DatabaseUnavailableError):
+                await reader.read(key)
+        proxy.restore()
+        return await reader.read(key)
 
-    try:
-        assert asyncio.run(scenario()) == [placements[0]]
-    finally:
-        proxy.close()
+    assert run_then_close(reader, scenario) == [placements[0]]
 
 
-def test_a_database_that_does_not_answer_is_unreachable_after_the_timeout(placed) -> None:
+def test_a_database_that_does_not_answer_is_unreachable_after_the_timeout(proxied) -> None:
     """A partition or a paused server fails nothing: without a timeout of its own the read
     (and every placement waiting for it) would hang until the kernel gives up."""
-    engine, placements = placed
-    proxy = TcpProxy(("127.0.0.1", 5432))
-    conninfo = libpq_conninfo(create_db_engine(engine.url.set(port=proxy.port), check=False))
-    reader = SessionRouteReader(conninfo, timeout=0.5)
+    engine, proxy, placements = proxied
+    reader = SessionRouteReader(libpq_conninfo(engine), timeout=0.5)
     key = [("bot", "acme", "s1")]
 
     async def scenario() -> list:
-        try:
-            assert await reader.read(key) == [placements[0]]
-            proxy.stall()  # the open connection answers nothing, and new ones hang
-            for _ in range(2):  # a query in flight, then a connection being opened
-                started = time.monotonic()
-                with pytest.raises(DatabaseUnavailableError, match="no answer"):
-                    await reader.read(key)
-                # 0.5 s, then psycopg's request to cancel the query (at most 5 s + 5 s)
-                assert time.monotonic() - started < 15
-            proxy.restore()
-            return await reader.read(key)
-        finally:
-            await reader.aclose()
+        assert await reader.read(key) == [placements[0]]
+        proxy.stall()  # the open connection answers nothing, and new ones hang
+        for _ in range(2):  # a query in flight, then a connection being opened
+            started = time.monotonic()
+            with pytest.raises(DatabaseUnavailableError, match="no answer"):
+                await reader.read(key)
+            # 0.5 s, then psycopg's request to cancel the query (at most 5 s + 5 s)
+            assert time.monotonic() - started < 15
+        proxy.restore()
+        return await reader.read(key)
 
-    try:
-        assert asyncio.run(scenario()) == [placements[0]]
-    finally:
-        proxy.close()
+    assert run_then_close(reader, scenario) == [placements[0]]
 
 
 def test_sqlite_registries_have_no_reader(tmp_path) -> None:
