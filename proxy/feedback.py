@@ -116,32 +116,32 @@ class EventReport(_Target):
     )
 
 
-async def _locate(gateway, tenant: str, target: _Target) -> tuple[uuid.UUID, uuid.UUID | None]:
+async def _locate(service, tenant: str, target: _Target) -> tuple[uuid.UUID, uuid.UUID | None]:
     """(trajectory id, event id) of the target, if `tenant` owns it; else 404."""
     if target.event_id is not None:
-        recent = gateway.recorder.recent_events.get(str(target.event_id))
+        recent = service.recorder.recent_events.get(str(target.event_id))
         if recent is not None:
             if recent[0] != tenant:
                 raise _not_found("event", target.event_id)
             return recent[1], target.event_id
         try:
-            event = await gateway.catalog.run(get_event, tenant, target.event_id)
+            event = await service.catalog.run(get_event, tenant, target.event_id)
         except NotFoundError:
             raise _not_found("event", target.event_id) from None
         return event.trajectory_id, event.id
     if target.trajectory_id is not None:
-        state = gateway.recorder.sessions.find_trajectory(target.trajectory_id)
+        state = service.recorder.sessions.find_trajectory(target.trajectory_id)
         if state is not None and state.trajectory.tenant == tenant:
             return state.trajectory.id, None
         try:
-            await gateway.catalog.run(get_trajectory, tenant, target.trajectory_id)
+            await service.catalog.run(get_trajectory, tenant, target.trajectory_id)
         except NotFoundError:
             raise _not_found("trajectory", target.trajectory_id) from None
         return target.trajectory_id, None
-    state = gateway.recorder.sessions.find_session(tenant, target.session_id, target.agent)
+    state = service.recorder.sessions.find_session(tenant, target.session_id, target.agent)
     if state is not None:
         return state.trajectory.id, None
-    found = await gateway.catalog.run(
+    found = await service.catalog.run(
         lambda s: list_trajectories(
             s, tenant, agent=target.agent, session_id=target.session_id, limit=1
         )
@@ -155,8 +155,8 @@ def _not_found(what: str, key: object) -> GatewayError:
     return GatewayError(404, f"No {what} {key} for this tenant.", code=f"{what}_not_found")
 
 
-async def record_feedback(gateway, tenant: str, report: FeedbackReport) -> list[Reward]:
-    trajectory_id, event_id = await _locate(gateway, tenant, report)
+async def record_feedback(service, tenant: str, report: FeedbackReport) -> list[Reward]:
+    trajectory_id, event_id = await _locate(service, tenant, report)
     now = utcnow()
     values: list[tuple[str, Any, str | None]] = []
     if report.thumbs is not None:
@@ -174,7 +174,7 @@ async def record_feedback(gateway, tenant: str, report: FeedbackReport) -> list[
     if report.correction:
         values.append(("correction", BinaryValue(value=False), report.correction))
     # Critiques and corrections are the user's own words: governed like any captured text.
-    redactor = await gateway.recorder.redactor(tenant)
+    redactor = await service.recorder.redactor(tenant)
     values = [
         (name, value, redactor.redact_text(text).text if text else text)
         for name, value, text in values
@@ -193,24 +193,24 @@ async def record_feedback(gateway, tenant: str, report: FeedbackReport) -> list[
         )
         for name, value, critique in values
     ]
-    gateway.recorder.submit_rewards(rewards)
+    service.recorder.submit_rewards(rewards)
     return rewards
 
 
-async def record_event(gateway, tenant: str, report: EventReport) -> Event:
-    trajectory_id, _ = await _locate(gateway, tenant, report)
-    state = gateway.recorder.sessions.find_trajectory(trajectory_id)
+async def record_event(service, tenant: str, report: EventReport) -> Event:
+    trajectory_id, _ = await _locate(service, tenant, report)
+    state = service.recorder.sessions.find_trajectory(trajectory_id)
     if state is not None:
         state.last_seen = time.monotonic()  # the session is active here, not idle
     next_seq = (
         state.seq()
         if state is not None
-        else await _next_seq_from_registry(gateway, tenant, trajectory_id)
+        else await _next_seq_from_registry(service, tenant, trajectory_id)
     )
     session = (
         state.trajectory.session
         if state is not None
-        else (await gateway.catalog.run(get_trajectory, tenant, trajectory_id)).session
+        else (await service.catalog.run(get_trajectory, tenant, trajectory_id)).session
     )
     outcome = Outcome(**report.outcome.model_dump()) if report.outcome else None
     event = Event(
@@ -255,13 +255,11 @@ async def record_event(gateway, tenant: str, report: EventReport) -> Event:
                 created_at=utcnow(),
             )
         )
-    return await gateway.recorder.record_reported(tenant, trajectory_id, event, rewards)
+    return await service.recorder.record_reported(tenant, trajectory_id, event, rewards)
 
 
-async def _next_seq_from_registry(gateway, tenant: str, trajectory_id: uuid.UUID) -> int:
+async def _next_seq_from_registry(service, tenant: str, trajectory_id: uuid.UUID) -> int:
     """After a restart the session's state is gone: continue after the last stored event."""
-    import asyncio
-
-    await asyncio.to_thread(gateway.writer.flush, 5.0)
-    events = await gateway.catalog.run(get_events, tenant, trajectory_id)
+    await service.recorder.flush()
+    events = await service.catalog.run(get_events, tenant, trajectory_id)
     return (events[-1].seq + 1) if events else 0

@@ -13,9 +13,17 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
-from atdp import Event, RedactionStatus, Traffic, utcnow
+from atdp import (
+    Event,
+    OutcomeStatus,
+    RedactionStatus,
+    Traffic,
+    TrajectoryOutcome,
+    utcnow,
+)
 from proxy.admission import Admitted
 from proxy.capture.events import (
     EventDocument,
@@ -35,9 +43,17 @@ from proxy.capture.writer import CaptureWriter
 from proxy.catalog import Catalog
 from proxy.config import GatewayConfig
 from proxy.governance import Redactor, governance_document
-from proxy.signals import implicit_rewards
+from proxy.signals import abandonment_reward, implicit_rewards
 from proxy.telemetry import CallTelemetry
-from registry import AgentVersion, SealedEvent, TenantPolicy, seal_event, session_progress
+from registry import (
+    AgentVersion,
+    SealedEvent,
+    TenantPolicy,
+    TrajectoryEnd,
+    last_activity,
+    seal_event,
+    session_progress,
+)
 from runtime.version.overlays import Overlaid
 
 __all__ = ["Capture", "Recorder", "Served", "sealed_copies"]
@@ -48,6 +64,7 @@ RECENT_EVENTS = 200_000  # how many events' owners feedback can check without th
 # Seconds a read of a session's progress may take, from its start, though `resume_wait`
 # ends sooner: on a loaded machine a read under way is about to answer, not stalled.
 PROGRESS_READ_FLOOR = 1.0
+SKEW = timedelta(seconds=1)  # how far two gateways' clocks may disagree
 
 
 @dataclass
@@ -166,6 +183,18 @@ class Recorder:
 
     def submit_rewards(self, rewards: Iterable[Any]) -> None:
         self.submit([CaptureRecord("reward", reward) for reward in rewards])
+
+    async def flush(self, timeout: float = 5.0) -> bool:
+        """Wait (up to `timeout` seconds) until every record submitted is in the registry,
+        for a read of the registry that must see them; False if they are not by then."""
+        return await asyncio.to_thread(self.writer.flush, timeout)
+
+    def trajectory_of(self, admitted: Admitted) -> uuid.UUID | None:
+        """The trajectory the request's session records to here, if it has one yet."""
+        state = self.book(admitted.traffic).get(
+            admitted.identity.tenant, admitted.agent, admitted.session
+        )
+        return state.trajectory.id if state is not None else None
 
     async def record_event(self, state: SessionState, event: EventDocument) -> EventDocument:
         """Govern, redact (and seal, if the tenant wants it) one event a user's traffic
@@ -340,6 +369,11 @@ class Recorder:
         self.telemetry.record(pending.exchange, llm, latency_ms)
         return served
 
+    def failed(self, capture: Capture, latency_ms: float, error_code: str | None) -> None:
+        """An exchange whose upstream call failed: only its telemetry is recorded (its
+        request's events are, in phase one)."""
+        self.telemetry.record(capture.pending.exchange, capture.draft, latency_ms, error_code)
+
     async def record_exchange(
         self,
         admitted: Admitted,
@@ -354,6 +388,49 @@ class Recorder:
         """Both phases at once, for answers that are complete already (streams, shadows)."""
         capture = await self.begin(admitted, request, overlaid, version, protocol, stored_response)
         return self.finish(capture, response, latency_ms)
+
+    # --- sessions gone quiet --------------------------------------------------------------
+
+    async def close_idle_sessions(self, abandon_after: float) -> int:
+        """End the trajectories of sessions idle here for `abandon_after` seconds, unless
+        another gateway has recorded events of them since (it serves the session now: this
+        process only forgets it). Returns how many sessions this process forgot."""
+        idle = self.sessions.idle(abandon_after)
+        recorded = [state for state in idle if state.recorded]
+        ids = [state.trajectory.id for state in recorded]
+        latest = await self.catalog.run(last_activity, ids) if ids else {}
+        for state in idle:
+            self.sessions.forget(state)
+        now, clock = utcnow(), time.monotonic()
+        records: list[CaptureRecord] = []
+        for state in recorded:
+            seen_here = now - timedelta(seconds=clock - state.last_seen)
+            # Recorded after this process last saw the session (a second's grace for
+            # clocks): another gateway serves it now and will end it when it goes quiet.
+            if state.trajectory.id in latest and latest[state.trajectory.id] > seen_here + SKEW:
+                continue
+            records += _ending(state)
+        if records:
+            self.submit(records)
+        return len(idle)
+
+
+def _ending(state: SessionState) -> list[CaptureRecord]:
+    """The end of an idle session's trajectory; abandoned, a weak negative reward, unless
+    the agent reported its outcome."""
+    trajectory = state.trajectory
+    status = OutcomeStatus.UNKNOWN if state.outcome_reported else OutcomeStatus.ABANDONED
+    ending = TrajectoryEnd(
+        tenant=trajectory.tenant,
+        trajectory_id=trajectory.id,
+        ended_at=utcnow(),
+        outcome=TrajectoryOutcome(status=status, detail="closed after the session went idle"),
+    )
+    records = [CaptureRecord("trajectory_end", ending)]
+    if not state.outcome_reported:
+        reward = abandonment_reward(trajectory.tenant, trajectory.id, state.last_llm_event)
+        records.append(CaptureRecord("reward", reward))
+    return records
 
 
 def sealed_copies(
