@@ -6,7 +6,6 @@ target of another tenant is "not found" (404), so ids cannot be probed.
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any, Literal
 
@@ -17,22 +16,18 @@ from atdp import (
     CategoricalValue,
     Event,
     EventKind,
-    EventMetadata,
     Observation,
     Outcome,
     ReplayClass,
     ReplayInfo,
     Reward,
-    RewardSource,
     ScalarValue,
     ToolCall,
     ToolCallAction,
     UserAction,
-    new_id,
-    utcnow,
 )
 from proxy.errors import GatewayError
-from registry import NotFoundError, get_event, get_events, get_trajectory, list_trajectories
+from registry import NotFoundError, get_event, get_trajectory, list_trajectories
 
 __all__ = ["EventReport", "FeedbackReport", "record_event", "record_feedback"]
 
@@ -157,7 +152,6 @@ def _not_found(what: str, key: object) -> GatewayError:
 
 async def record_feedback(service, tenant: str, report: FeedbackReport) -> list[Reward]:
     trajectory_id, event_id = await _locate(service, tenant, report)
-    now = utcnow()
     values: list[tuple[str, Any, str | None]] = []
     if report.thumbs is not None:
         values.append((report.name, BinaryValue(value=report.thumbs == "up"), report.critique))
@@ -173,59 +167,21 @@ async def record_feedback(service, tenant: str, report: FeedbackReport) -> list[
         )
     if report.correction:
         values.append(("correction", BinaryValue(value=False), report.correction))
-    # Critiques and corrections are the user's own words: governed like any captured text.
-    redactor = await service.recorder.redactor(tenant)
-    values = [
-        (name, value, redactor.redact_text(text).text if text else text)
-        for name, value, text in values
-    ]
-    rewards = [
-        Reward(
-            id=new_id(),
-            tenant=tenant,
-            trajectory_id=trajectory_id,
-            event_id=event_id,
-            name=name,
-            value=value,
-            critique=critique,
-            source=RewardSource.EXPLICIT,
-            created_at=now,
-        )
-        for name, value, critique in values
-    ]
-    service.recorder.submit_rewards(rewards)
-    return rewards
+    return await service.recorder.record_feedback(tenant, trajectory_id, event_id, values)
 
 
 async def record_event(service, tenant: str, report: EventReport) -> Event:
     trajectory_id, _ = await _locate(service, tenant, report)
-    state = service.recorder.sessions.find_trajectory(trajectory_id)
-    if state is not None:
-        state.last_seen = time.monotonic()  # the session is active here, not idle
-    next_seq = (
-        state.seq()
-        if state is not None
-        else await _next_seq_from_registry(service, tenant, trajectory_id)
-    )
-    session = (
-        state.trajectory.session
-        if state is not None
-        else (await service.catalog.run(get_trajectory, tenant, trajectory_id)).session
-    )
-    outcome = Outcome(**report.outcome.model_dump()) if report.outcome else None
-    event = Event(
-        id=new_id(),
-        trajectory_id=trajectory_id,
-        seq=next_seq,
-        kind=EventKind(report.kind),
-        parent_id=report.parent_event_id or (state.last_llm_event if state else None),
-        created_at=utcnow(),
+    return await service.recorder.record_reported(
+        tenant,
+        trajectory_id,
+        EventKind(report.kind),
+        parent_id=report.parent_event_id,
         observation=Observation(data=report.data) if report.data else None,
         action=ToolCallAction(call=ToolCall(**report.tool_call.model_dump()))
         if report.tool_call
         else None,
-        outcome=outcome,
-        metadata=EventMetadata(tenant=tenant, session=session),
+        outcome=Outcome(**report.outcome.model_dump()) if report.outcome else None,
         replay=ReplayInfo(
             replay_class=ReplayClass.NON_REPLAYABLE
             if report.side_effects
@@ -238,28 +194,3 @@ async def record_event(service, tenant: str, report: EventReport) -> Event:
             ),
         ),
     )
-    rewards: list[Reward] = []
-    if state is not None and report.kind == "task_outcome":
-        state.outcome_reported = True
-    if report.kind == "task_outcome" and outcome is not None and outcome.success is not None:
-        rewards.append(
-            Reward(
-                id=new_id(),
-                tenant=tenant,
-                trajectory_id=trajectory_id,
-                event_id=event.id,
-                name="task_success",
-                value=BinaryValue(value=outcome.success),
-                critique=outcome.error_message,
-                source=RewardSource.TEST,
-                created_at=utcnow(),
-            )
-        )
-    return await service.recorder.record_reported(tenant, trajectory_id, event, rewards)
-
-
-async def _next_seq_from_registry(service, tenant: str, trajectory_id: uuid.UUID) -> int:
-    """After a restart the session's state is gone: continue after the last stored event."""
-    await service.recorder.flush()
-    events = await service.catalog.run(get_events, tenant, trajectory_id)
-    return (events[-1].seq + 1) if events else 0

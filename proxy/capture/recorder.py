@@ -11,17 +11,27 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from atdp import (
+    BinaryValue,
     Event,
+    EventKind,
+    EventMetadata,
+    Observation,
+    Outcome,
     OutcomeStatus,
     RedactionStatus,
+    ReplayInfo,
+    Reward,
+    RewardSource,
+    RewardValue,
+    ToolCallAction,
     Traffic,
     TrajectoryOutcome,
+    new_id,
     utcnow,
 )
 from proxy.admission import Admitted
@@ -50,6 +60,8 @@ from registry import (
     SealedEvent,
     TenantPolicy,
     TrajectoryEnd,
+    get_events,
+    get_trajectory,
     last_activity,
     seal_event,
     session_progress,
@@ -181,9 +193,6 @@ class Recorder:
         """One spool write: durable once this returns."""
         self.writer.submit(records)
 
-    def submit_rewards(self, rewards: Iterable[Any]) -> None:
-        self.submit([CaptureRecord("reward", reward) for reward in rewards])
-
     async def flush(self, timeout: float = 5.0) -> bool:
         """Wait (up to `timeout` seconds) until every record submitted is in the registry,
         for a read of the registry that must see them; False if they are not by then."""
@@ -210,14 +219,97 @@ class Recorder:
         self.remember(tenant, state.trajectory.id, [stored["id"]])
         return stored
 
+    async def record_feedback(
+        self,
+        tenant: str,
+        trajectory_id: uuid.UUID,
+        event_id: uuid.UUID | None,
+        values: list[tuple[str, RewardValue, str | None]],
+    ) -> list[Reward]:
+        """A user's explicit feedback on a trajectory (or one of its events): a reward per
+        (name, value, critique), the critiques and corrections redacted like any captured
+        text (they are the user's own words)."""
+        redactor = await self.redactor(tenant)
+        now = utcnow()
+        rewards = [
+            Reward(
+                id=new_id(),
+                tenant=tenant,
+                trajectory_id=trajectory_id,
+                event_id=event_id,
+                name=name,
+                value=value,
+                critique=redactor.redact_text(critique).text if critique else critique,
+                source=RewardSource.EXPLICIT,
+                created_at=now,
+            )
+            for name, value, critique in values
+        ]
+        self.submit([CaptureRecord("reward", reward) for reward in rewards])
+        return rewards
+
     async def record_reported(
-        self, tenant: str, trajectory_id: uuid.UUID, event: Event, rewards: list[Any]
+        self,
+        tenant: str,
+        trajectory_id: uuid.UUID,
+        kind: EventKind,
+        *,
+        parent_id: uuid.UUID | None = None,
+        observation: Observation | None = None,
+        action: ToolCallAction | None = None,
+        outcome: Outcome | None = None,
+        replay: ReplayInfo,
     ) -> Event:
-        """An event the agent reported itself (`/v1/events`), redacted, with its rewards."""
+        """An event the agent reported itself (`/v1/events`), next in its trajectory and
+        redacted; a task outcome with a verdict is also a `task_success` reward."""
+        state = self.sessions.find_trajectory(trajectory_id)
+        if state is not None:
+            state.last_seen = time.monotonic()  # the session is active here, not idle
+            seq, session = state.seq(), state.trajectory.session
+            parent_id = parent_id or state.last_llm_event
+            state.outcome_reported = state.outcome_reported or kind is EventKind.TASK_OUTCOME
+        else:
+            seq, session = await self._continued(tenant, trajectory_id)
+        event = Event(
+            id=new_id(),
+            trajectory_id=trajectory_id,
+            seq=seq,
+            kind=kind,
+            parent_id=parent_id,
+            created_at=utcnow(),
+            observation=observation,
+            action=action,
+            outcome=outcome,
+            metadata=EventMetadata(tenant=tenant, session=session),
+            replay=replay,
+        )
+        rewards: list[Reward] = []
+        if kind is EventKind.TASK_OUTCOME and outcome is not None and outcome.success is not None:
+            rewards.append(
+                Reward(
+                    id=new_id(),
+                    tenant=tenant,
+                    trajectory_id=trajectory_id,
+                    event_id=event.id,
+                    name="task_success",
+                    value=BinaryValue(value=outcome.success),
+                    critique=outcome.error_message,
+                    source=RewardSource.TEST,
+                    created_at=utcnow(),
+                )
+            )
         event = (await self.redactor(tenant)).redact_event(event)
         self.submit([CaptureRecord("event", event), *(CaptureRecord("reward", r) for r in rewards)])
         self.remember(tenant, trajectory_id, [str(event.id)])
         return event
+
+    async def _continued(self, tenant: str, trajectory_id: uuid.UUID) -> tuple[int, str]:
+        """(the next sequence number, the session) of a trajectory this process no longer
+        holds (after a restart): from the registry, after the last stored event."""
+        await self.flush()
+        events = await self.catalog.run(get_events, tenant, trajectory_id)
+        trajectory = await self.catalog.run(get_trajectory, tenant, trajectory_id)
+        return (events[-1].seq + 1) if events else 0, trajectory.session
 
     # --- an exchange with a model, in two phases around the upstream call ------------------
 
