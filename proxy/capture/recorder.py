@@ -46,7 +46,6 @@ from proxy.capture.events import (
     new_trajectory,
     resumed_state,
     shown_answer,
-    task_type_of,
 )
 from proxy.capture.records import CaptureRecord
 from proxy.capture.writer import CaptureWriter
@@ -330,7 +329,7 @@ class Recorder:
         if traffic is Traffic.USER:
             state = await self._caught_up(state, admitted, version, request)
         if state is None or state.trajectory.versions.agent_version_id != version.id:
-            trajectory = new_trajectory(tenant, agent, session, version, task_type_of(request))
+            trajectory = new_trajectory(tenant, agent, session, version, overlaid.task_type)
             state = book.start(trajectory)
         policy = await self.catalog.policy(tenant)
         # Only real users' data may train: shadow and evaluation traffic never does.
