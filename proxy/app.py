@@ -34,7 +34,7 @@ from proxy.protocols.serving import (
     validated_chat,
 )
 from proxy.protocols.store import ResponseStore
-from proxy.schemas import ChatCompletionRequest, describe_validation_error
+from proxy.schemas import describe_validation_error
 from proxy.service import GatewayService, Served
 from proxy.telemetry import calling_trace, trace_of
 from registry import (
@@ -168,11 +168,6 @@ class ChatEncoder:
         return [b"data: [DONE]\n\n"]
 
 
-def _session_id(headers: dict[str, str], parsed: ChatCompletionRequest) -> str | None:
-    metadata = parsed.metadata or {}
-    return headers.get("x-session-id") or parsed.user or metadata.get("session_id")
-
-
 async def chat_completions(request: Request):
     started = time.perf_counter()
     service = _service(request)
@@ -181,9 +176,9 @@ async def chat_completions(request: Request):
     identity = await service.access.authenticate(headers.get("authorization"))
     parsed = validated_chat(body)
     agent = headers.get("x-evoplane-agent") or parsed.model
-    admitted = await admit(
-        service, identity, headers, agent, _session_id(headers, parsed), request.is_disconnected
-    )
+    metadata = parsed.metadata or {}
+    session = headers.get("x-session-id") or parsed.user or metadata.get("session_id")
+    admitted = await admit(service, identity, headers, agent, session, request.is_disconnected)
     if parsed.stream:
         return await stream(service, admitted, body, ChatEncoder())
     response, served = await service.serve(admitted, body)

@@ -373,11 +373,31 @@ class Recorder:
         """The session's state, current with the answers the request shows again: this
         process's own when it recorded the last of them (the common case, a regeneration
         included: no registry read), else the registry's, because another gateway served
-        it, or this one before a restart. Waits up to `resume_wait` for that answer to be
-        committed (and for a read under way then, up to PROGRESS_READ_FLOOR from its
-        start); after that, or with the registry unreachable or not answering, goes on with
-        what this process has."""
-        messages = request.get("messages") or []
+        it, or this one before a restart. With the registry unreachable or not answering,
+        goes on with what this process has."""
+        try:
+            return await self._resumed(state, admitted, version, request.get("messages") or [])
+        except TimeoutError:
+            log.info(
+                "the registry did not answer a read of session %r's progress: recording on "
+                "from this request",
+                admitted.session,
+            )
+        except Exception:  # noqa: BLE001 - capture goes on; only the linking is at stake
+            log.warning("reading session %r's progress failed", admitted.session, exc_info=True)
+        return state
+
+    async def _resumed(
+        self, state: SessionState | None, admitted: Admitted, version: AgentVersion, messages: list
+    ) -> SessionState | None:
+        """`state`, unless the request shows an answer it did not record: then the session's
+        state as the registry holds it, once it holds that answer, waiting up to
+        `resume_wait` for it to be committed; `state` still if it is not by then.
+
+        Bounded as a whole, since a registry that does not answer hangs a read rather than
+        failing it: each read may take until `resume_wait` ends or PROGRESS_READ_FLOOR from
+        its start (a read under way then is about to answer, not stalled), whichever is
+        later, then raises TimeoutError."""
         shown = shown_answer(messages)
         if shown is None or (
             state is not None
@@ -385,51 +405,23 @@ class Recorder:
             and state.trajectory.versions.agent_version_id == version.id
         ):
             return state
-        try:
-            resumed = await self._resumed(admitted, version, messages, shown)
-        except TimeoutError:
-            log.info(
-                "the registry did not answer a read of session %r's progress: recording on "
-                "from this request",
-                admitted.session,
-            )
-            return state
-        except Exception:  # noqa: BLE001 - capture goes on; only the linking is at stake
-            log.warning("reading session %r's progress failed", admitted.session, exc_info=True)
-            return state
-        if resumed is None:
-            log.info(
-                "session %r shows an answer the registry did not hold within %.1f s (no "
-                "gateway recorded it): recording on from this request",
-                admitted.session,
-                self.resume_wait,
-            )
-            return state
-        if state is not None and state.trajectory.id == resumed.trajectory.id:
-            # This process's own records may not be committed yet.
-            resumed.next_seq = max(resumed.next_seq, state.next_seq)
-            resumed.last_request_key = state.last_request_key
-            resumed.outcome_reported = state.outcome_reported
-        return self.sessions.put(resumed)
-
-    async def _resumed(
-        self, admitted: Admitted, version: AgentVersion, messages: list, shown: tuple
-    ) -> SessionState | None:
-        """The session's state as the registry holds it, once it holds the answer shown; None
-        if it does not within `resume_wait`.
-
-        Bounded as a whole, since a registry that does not answer hangs a read rather than
-        failing it: each read may take until `resume_wait` ends or PROGRESS_READ_FLOOR from
-        its start, whichever is later, then raises TimeoutError."""
         tenant, agent, session = admitted.identity.tenant, admitted.agent, admitted.session
         deadline = time.monotonic() + self.resume_wait
         while True:
             read = self.catalog.run(session_progress, tenant, agent, session, version.id)
             allowed = max(deadline - time.monotonic(), PROGRESS_READ_FLOOR)
             progress = await asyncio.wait_for(read, allowed)
-            resumed = resumed_state(progress, messages, shown) if progress else None
-            if resumed is not None or time.monotonic() >= deadline:
-                return resumed
+            resumed = resumed_state(progress, messages, shown, state) if progress else None
+            if resumed is not None:
+                return self.sessions.put(resumed)
+            if time.monotonic() >= deadline:
+                log.info(
+                    "session %r shows an answer the registry did not hold within %.1f s (no "
+                    "gateway recorded it): recording on from this request",
+                    session,
+                    self.resume_wait,
+                )
+                return state
             await asyncio.sleep(0.05)
 
     def finish(
@@ -445,10 +437,10 @@ class Recorder:
         records, (llm,) = self.records(state, [raw_llm], [llm], capture.seal_key)
         events = [*capture.before, llm]
         if pending.exchange.traffic is Traffic.USER:
-            rewards = implicit_rewards(events, regenerated=capture.regenerated)
-            records += [CaptureRecord("reward", reward) for reward in rewards]
             trajectory = state.trajectory
             self.remember(trajectory.tenant, trajectory.id, [e["id"] for e in events])
+            rewards = implicit_rewards(events, regenerated=capture.regenerated)
+            records += [CaptureRecord("reward", reward) for reward in rewards]
         served = Served(
             pending.exchange.session,
             state.trajectory.id,
