@@ -20,8 +20,8 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from proxy.errors import GatewayError
-from proxy.gateway import Gateway
 from proxy.router import Route
+from proxy.service import GatewayService
 from registry import AgentVersion, Alias, MemoryItem, get_memory_items
 from runtime.version.overlays import MEMORY_BLOCK_START, Overlaid
 from runtime.version.skills import SKILL_BLOCK_START
@@ -35,14 +35,14 @@ async def agent_version(
     request: Request, agent: str, session: str | None = None, query: str | None = None
 ) -> JSONResponse:
     """The version that serves `session` (the stable version without one), tenant-checked."""
-    gateway: Gateway = request.app.state.gateway
-    identity = await gateway.access.authenticate(request.headers.get("authorization"))
-    await gateway.access.authorize(identity, agent)
-    version, alias = await _in_force(gateway, identity.tenant, agent, session)
+    service: GatewayService = request.app.state.service
+    identity = await service.access.authenticate(request.headers.get("authorization"))
+    await service.access.authorize(identity, agent)
+    version, alias = await _in_force(service, identity.tenant, agent, session)
     ids = [uuid.UUID(item) for item in version.spec.memory.item_ids]
-    items = await gateway.catalog.read(get_memory_items, agent, identity.tenant, ids)
+    items = await service.catalog.read(get_memory_items, agent, identity.tenant, ids)
     agent_messages = [{"role": "user", "content": query}] if query else []
-    overlaid = await gateway.pipeline.overlay(
+    overlaid = await service.pipeline.overlay(
         {"messages": agent_messages}, version, identity.tenant
     )
     headers = {"X-Evoplane-Version": version.id}
@@ -53,13 +53,13 @@ async def agent_version(
 
 
 async def _in_force(
-    gateway: Gateway, tenant: str, agent: str, session: str | None
+    service: GatewayService, tenant: str, agent: str, session: str | None
 ) -> tuple[AgentVersion, Alias]:
     if session is None:
-        aliases = await gateway.catalog.aliases(agent)
+        aliases = await service.catalog.aliases(agent)
         if aliases.stable is None:
             raise _no_version(agent)
-        return await gateway.catalog.version(aliases.stable), Alias.STABLE
+        return await service.catalog.version(aliases.stable), Alias.STABLE
     if not _SESSION.match(session):
         raise GatewayError(
             400,
@@ -68,10 +68,10 @@ async def _in_force(
             code="invalid_value",
         )
     try:
-        route: Route = await gateway.router.route(tenant, agent, session)
+        route: Route = await service.router.route(tenant, agent, session)
     except LookupError:
         raise _no_version(agent) from None
-    route = await gateway.router.settle(route)
+    route = await service.router.settle(route)
     return route.version, route.alias or Alias.STABLE
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import uuid
@@ -22,7 +21,7 @@ from proxy.catalog import RegistryUnreachable
 from proxy.config import GatewayConfig
 from proxy.errors import GatewayError, error_body, gateway_error_handler
 from proxy.feedback import EventReport, FeedbackReport, record_event, record_feedback
-from proxy.gateway import Gateway, Served
+from proxy.gateway import Gateway
 from proxy.mcp import McpRoute
 from proxy.otlp import export_traces
 from proxy.protocols import messages_api, responses_api
@@ -35,7 +34,8 @@ from proxy.protocols.serving import (
     validated_chat,
 )
 from proxy.protocols.store import ResponseStore
-from proxy.schemas import ChatCompletionRequest, describe_validation_error
+from proxy.schemas import describe_validation_error
+from proxy.service import GatewayService, Served
 from proxy.telemetry import calling_trace, trace_of
 from registry import (
     NotFoundError,
@@ -56,9 +56,9 @@ def create_app(config: GatewayConfig) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         gateway = Gateway(config)
         await gateway.start()
-        app.state.gateway = gateway
-        app.state.responses = ResponseStore(gateway)
-        mcp.bind(gateway)
+        app.state.gateway, app.state.service = gateway, gateway.service
+        app.state.responses = ResponseStore(gateway.service)
+        mcp.bind(gateway.service)
         try:
             yield
         finally:
@@ -146,8 +146,8 @@ async def _registry_unreachable(_: Request, error: RegistryUnreachable) -> JSONR
     return JSONResponse(error_body(503, message, code="registry_unreachable"), status_code=503)
 
 
-def _gateway(request: Request) -> Gateway:
-    return request.app.state.gateway
+def _service(request: Request) -> GatewayService:
+    return request.app.state.service
 
 
 class ChatEncoder:
@@ -168,25 +168,20 @@ class ChatEncoder:
         return [b"data: [DONE]\n\n"]
 
 
-def _session_id(headers: dict[str, str], parsed: ChatCompletionRequest) -> str | None:
-    metadata = parsed.metadata or {}
-    return headers.get("x-session-id") or parsed.user or metadata.get("session_id")
-
-
 async def chat_completions(request: Request):
     started = time.perf_counter()
-    gateway = _gateway(request)
+    service = _service(request)
     headers = header_dict(request)
-    body = await read_json(request, gateway.config.max_body_bytes)
-    identity = await gateway.access.authenticate(headers.get("authorization"))
+    body = await read_json(request, service.config.max_body_bytes)
+    identity = await service.access.authenticate(headers.get("authorization"))
     parsed = validated_chat(body)
     agent = headers.get("x-evoplane-agent") or parsed.model
-    admitted = await admit(
-        gateway, identity, headers, agent, _session_id(headers, parsed), request.is_disconnected
-    )
+    metadata = parsed.metadata or {}
+    session = headers.get("x-session-id") or parsed.user or metadata.get("session_id")
+    admitted = await admit(service, identity, headers, agent, session, request.is_disconnected)
     if parsed.stream:
-        return await stream(gateway, admitted, body, ChatEncoder())
-    response, served = await gateway.serve(admitted, body)
+        return await stream(service, admitted, body, ChatEncoder())
+    response, served = await service.serve(admitted, body)
     return Response(
         jsonio.dumps(response),
         media_type="application/json",
@@ -197,11 +192,11 @@ async def chat_completions(request: Request):
 async def list_models(request: Request) -> dict:
     """The agents the key may use, as OpenAI lists models (or Anthropic, for a caller that
     sends `anthropic-version`; its SDK sends the key as `x-api-key`)."""
-    gateway = _gateway(request)
+    service = _service(request)
     key = request.headers.get("x-api-key")
     authorization = f"Bearer {key}" if key else request.headers.get("authorization")
-    identity = await gateway.access.authenticate(authorization)
-    agents = [a for a in await gateway.catalog.agents_of(identity.tenant) if identity.may_use(a)]
+    identity = await service.access.authenticate(authorization)
+    agents = [a for a in await service.catalog.agents_of(identity.tenant) if identity.may_use(a)]
     if request.headers.get("anthropic-version"):
         return messages_api.anthropic_models(agents)
     return {
@@ -213,22 +208,22 @@ async def list_models(request: Request) -> dict:
 
 
 async def feedback(request: Request) -> JSONResponse:
-    gateway = _gateway(request)
-    body = await read_json(request, gateway.config.max_body_bytes)
-    identity = await gateway.access.authenticate(request.headers.get("authorization"))
+    service = _service(request)
+    body = await read_json(request, service.config.max_body_bytes)
+    identity = await service.access.authenticate(request.headers.get("authorization"))
     report = _parse(FeedbackReport, body)
-    rewards = await record_feedback(gateway, identity.tenant, report)
+    rewards = await record_feedback(service, identity.tenant, report)
     return JSONResponse(
         {"object": "feedback", "reward_ids": [str(r.id) for r in rewards]}, status_code=201
     )
 
 
 async def agent_events(request: Request) -> JSONResponse:
-    gateway = _gateway(request)
-    body = await read_json(request, gateway.config.max_body_bytes)
-    identity = await gateway.access.authenticate(request.headers.get("authorization"))
+    service = _service(request)
+    body = await read_json(request, service.config.max_body_bytes)
+    identity = await service.access.authenticate(request.headers.get("authorization"))
     report = _parse(EventReport, body)
-    event = await record_event(gateway, identity.tenant, report)
+    event = await record_event(service, identity.tenant, report)
     return JSONResponse(
         {"object": "event", "id": str(event.id), "trajectory_id": str(event.trajectory_id)},
         status_code=201,
@@ -245,9 +240,9 @@ def _parse(model, body: Any):
 
 async def read_trajectory(request: Request, trajectory_id: uuid.UUID) -> dict:
     """A trajectory of the caller's tenant, its events and effective reward (404 otherwise)."""
-    gateway = _gateway(request)
-    identity = await gateway.access.authenticate(request.headers.get("authorization"))
-    await asyncio.to_thread(gateway.writer.flush, 5.0)
+    service = _service(request)
+    identity = await service.access.authenticate(request.headers.get("authorization"))
+    await service.recorder.flush()
 
     def read(session):
         trajectory = get_trajectory(session, identity.tenant, trajectory_id)
@@ -256,7 +251,7 @@ async def read_trajectory(request: Request, trajectory_id: uuid.UUID) -> dict:
         return trajectory, events, reward
 
     try:
-        trajectory, events, reward = await gateway.catalog.run(read)
+        trajectory, events, reward = await service.catalog.run(read)
     except NotFoundError:
         raise GatewayError(
             404, f"No trajectory {trajectory_id} for this tenant.", code="trajectory_not_found"
@@ -270,18 +265,18 @@ async def read_trajectory(request: Request, trajectory_id: uuid.UUID) -> dict:
 
 async def export(request: Request, agent: str) -> StreamingResponse:
     """The caller's own training-eligible trajectories of `agent`, as JSON lines."""
-    gateway = _gateway(request)
-    identity = await gateway.access.authenticate(request.headers.get("authorization"))
-    await gateway.access.authorize(identity, agent)
-    await asyncio.to_thread(gateway.writer.flush, 5.0)
+    service = _service(request)
+    identity = await service.access.authenticate(request.headers.get("authorization"))
+    await service.access.authorize(identity, agent)
+    await service.recorder.flush()
     tenant = identity.tenant
-    start = await gateway.catalog.run(export_start, tenant, agent)
+    start = await service.catalog.run(export_start, tenant, agent)
 
     async def lines():
         """A page of trajectories at a time, each read in a transaction of its own."""
         after = None
         while True:
-            page = await gateway.catalog.run(
+            page = await service.catalog.run(
                 lambda s, after=after: export_page(s, tenant, agent, start=start, after=after)
             )
             for record in page.records:
@@ -294,7 +289,7 @@ async def export(request: Request, agent: str) -> StreamingResponse:
 
 
 async def health(request: Request) -> dict:
-    stats = _gateway(request).writer.stats
+    stats = _service(request).recorder.writer.stats
     return {
         "status": "ok",
         "capture": {

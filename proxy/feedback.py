@@ -6,7 +6,6 @@ target of another tenant is "not found" (404), so ids cannot be probed.
 
 from __future__ import annotations
 
-import time
 import uuid
 from typing import Any, Literal
 
@@ -17,22 +16,18 @@ from atdp import (
     CategoricalValue,
     Event,
     EventKind,
-    EventMetadata,
     Observation,
     Outcome,
     ReplayClass,
     ReplayInfo,
     Reward,
-    RewardSource,
     ScalarValue,
     ToolCall,
     ToolCallAction,
     UserAction,
-    new_id,
-    utcnow,
 )
 from proxy.errors import GatewayError
-from registry import NotFoundError, get_event, get_events, get_trajectory, list_trajectories
+from registry import NotFoundError, get_event, get_trajectory, list_trajectories
 
 __all__ = ["EventReport", "FeedbackReport", "record_event", "record_feedback"]
 
@@ -116,32 +111,32 @@ class EventReport(_Target):
     )
 
 
-async def _locate(gateway, tenant: str, target: _Target) -> tuple[uuid.UUID, uuid.UUID | None]:
+async def _locate(service, tenant: str, target: _Target) -> tuple[uuid.UUID, uuid.UUID | None]:
     """(trajectory id, event id) of the target, if `tenant` owns it; else 404."""
     if target.event_id is not None:
-        recent = gateway.recorder.recent_events.get(str(target.event_id))
+        recent = service.recorder.recent_events.get(str(target.event_id))
         if recent is not None:
             if recent[0] != tenant:
                 raise _not_found("event", target.event_id)
             return recent[1], target.event_id
         try:
-            event = await gateway.catalog.run(get_event, tenant, target.event_id)
+            event = await service.catalog.run(get_event, tenant, target.event_id)
         except NotFoundError:
             raise _not_found("event", target.event_id) from None
         return event.trajectory_id, event.id
     if target.trajectory_id is not None:
-        state = gateway.recorder.sessions.find_trajectory(target.trajectory_id)
+        state = service.recorder.sessions.find_trajectory(target.trajectory_id)
         if state is not None and state.trajectory.tenant == tenant:
             return state.trajectory.id, None
         try:
-            await gateway.catalog.run(get_trajectory, tenant, target.trajectory_id)
+            await service.catalog.run(get_trajectory, tenant, target.trajectory_id)
         except NotFoundError:
             raise _not_found("trajectory", target.trajectory_id) from None
         return target.trajectory_id, None
-    state = gateway.recorder.sessions.find_session(tenant, target.session_id, target.agent)
+    state = service.recorder.sessions.find_session(tenant, target.session_id, target.agent)
     if state is not None:
         return state.trajectory.id, None
-    found = await gateway.catalog.run(
+    found = await service.catalog.run(
         lambda s: list_trajectories(
             s, tenant, agent=target.agent, session_id=target.session_id, limit=1
         )
@@ -155,9 +150,8 @@ def _not_found(what: str, key: object) -> GatewayError:
     return GatewayError(404, f"No {what} {key} for this tenant.", code=f"{what}_not_found")
 
 
-async def record_feedback(gateway, tenant: str, report: FeedbackReport) -> list[Reward]:
-    trajectory_id, event_id = await _locate(gateway, tenant, report)
-    now = utcnow()
+async def record_feedback(service, tenant: str, report: FeedbackReport) -> list[Reward]:
+    trajectory_id, event_id = await _locate(service, tenant, report)
     values: list[tuple[str, Any, str | None]] = []
     if report.thumbs is not None:
         values.append((report.name, BinaryValue(value=report.thumbs == "up"), report.critique))
@@ -173,59 +167,21 @@ async def record_feedback(gateway, tenant: str, report: FeedbackReport) -> list[
         )
     if report.correction:
         values.append(("correction", BinaryValue(value=False), report.correction))
-    # Critiques and corrections are the user's own words: governed like any captured text.
-    redactor = await gateway.recorder.redactor(tenant)
-    values = [
-        (name, value, redactor.redact_text(text).text if text else text)
-        for name, value, text in values
-    ]
-    rewards = [
-        Reward(
-            id=new_id(),
-            tenant=tenant,
-            trajectory_id=trajectory_id,
-            event_id=event_id,
-            name=name,
-            value=value,
-            critique=critique,
-            source=RewardSource.EXPLICIT,
-            created_at=now,
-        )
-        for name, value, critique in values
-    ]
-    gateway.recorder.submit_rewards(rewards)
-    return rewards
+    return await service.recorder.record_feedback(tenant, trajectory_id, event_id, values)
 
 
-async def record_event(gateway, tenant: str, report: EventReport) -> Event:
-    trajectory_id, _ = await _locate(gateway, tenant, report)
-    state = gateway.recorder.sessions.find_trajectory(trajectory_id)
-    if state is not None:
-        state.last_seen = time.monotonic()  # the session is active here, not idle
-    next_seq = (
-        state.seq()
-        if state is not None
-        else await _next_seq_from_registry(gateway, tenant, trajectory_id)
-    )
-    session = (
-        state.trajectory.session
-        if state is not None
-        else (await gateway.catalog.run(get_trajectory, tenant, trajectory_id)).session
-    )
-    outcome = Outcome(**report.outcome.model_dump()) if report.outcome else None
-    event = Event(
-        id=new_id(),
-        trajectory_id=trajectory_id,
-        seq=next_seq,
-        kind=EventKind(report.kind),
-        parent_id=report.parent_event_id or (state.last_llm_event if state else None),
-        created_at=utcnow(),
+async def record_event(service, tenant: str, report: EventReport) -> Event:
+    trajectory_id, _ = await _locate(service, tenant, report)
+    return await service.recorder.record_reported(
+        tenant,
+        trajectory_id,
+        EventKind(report.kind),
+        parent_id=report.parent_event_id,
         observation=Observation(data=report.data) if report.data else None,
         action=ToolCallAction(call=ToolCall(**report.tool_call.model_dump()))
         if report.tool_call
         else None,
-        outcome=outcome,
-        metadata=EventMetadata(tenant=tenant, session=session),
+        outcome=Outcome(**report.outcome.model_dump()) if report.outcome else None,
         replay=ReplayInfo(
             replay_class=ReplayClass.NON_REPLAYABLE
             if report.side_effects
@@ -238,30 +194,3 @@ async def record_event(gateway, tenant: str, report: EventReport) -> Event:
             ),
         ),
     )
-    rewards: list[Reward] = []
-    if state is not None and report.kind == "task_outcome":
-        state.outcome_reported = True
-    if report.kind == "task_outcome" and outcome is not None and outcome.success is not None:
-        rewards.append(
-            Reward(
-                id=new_id(),
-                tenant=tenant,
-                trajectory_id=trajectory_id,
-                event_id=event.id,
-                name="task_success",
-                value=BinaryValue(value=outcome.success),
-                critique=outcome.error_message,
-                source=RewardSource.TEST,
-                created_at=utcnow(),
-            )
-        )
-    return await gateway.recorder.record_reported(tenant, trajectory_id, event, rewards)
-
-
-async def _next_seq_from_registry(gateway, tenant: str, trajectory_id: uuid.UUID) -> int:
-    """After a restart the session's state is gone: continue after the last stored event."""
-    import asyncio
-
-    await asyncio.to_thread(gateway.writer.flush, 5.0)
-    events = await gateway.catalog.run(get_events, tenant, trajectory_id)
-    return (events[-1].seq + 1) if events else 0

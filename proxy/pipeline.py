@@ -20,7 +20,7 @@ from registry import AgentVersion
 from runtime.version.memory import MemoryIndex
 from runtime.version.overlays import Overlaid, apply_overlays, restore_response
 
-__all__ = ["MemoryLoader", "ServedAnswer", "ServingPipeline"]
+__all__ = ["MemoryLoader", "ServedAnswer", "ServingPipeline", "UpstreamCall"]
 
 MemoryLoader = Callable[[AgentVersion, Any], Awaitable[MemoryIndex]]
 
@@ -33,6 +33,36 @@ class ServedAnswer:
     overlaid: Overlaid
     response: dict[str, Any]
     latency_ms: float
+
+
+@dataclass
+class UpstreamCall:
+    """A request on its way upstream: as sent, when it was sent, and its answer to come.
+
+    `answer` is the whole completion, or a stream's first chunk (`chunks` gives the rest);
+    `sent` is set once the request is on the wire (or failed to leave).
+    """
+
+    overlaid: Overlaid
+    started: float
+    answer: asyncio.Future
+    sent: asyncio.Event
+    chunks: AsyncGenerator[dict] | None = None
+
+    def elapsed_ms(self) -> float:
+        return (time.perf_counter() - self.started) * 1000
+
+    def drop(self) -> None:
+        """Abandon the call: its answer, failure included, will not be used."""
+        self.answer.cancel()
+        self.answer.add_done_callback(lambda done: done.cancelled() or done.exception())
+
+    async def abandon(self) -> None:
+        """Drop the call, and close a stream's connection (its first chunk may be under way)."""
+        self.drop()
+        if self.chunks is not None:
+            await asyncio.wait([self.answer])
+            await self.chunks.aclose()
 
 
 class ServingPipeline:
@@ -68,8 +98,30 @@ class ServingPipeline:
             overlaid.body, model=overlaid.model, timeout=self.timeout, sent=sent
         )
 
-    def stream(self, engine: UpstreamEngine, overlaid: Overlaid) -> AsyncGenerator[dict]:
-        return engine.stream(overlaid.body, model=overlaid.model, timeout=self.timeout)
+    async def send(
+        self,
+        body: dict,
+        version: AgentVersion,
+        base_url: str | None,
+        tenant: Any,
+        *,
+        harness: bool = True,
+        stream: bool = False,
+    ) -> UpstreamCall:
+        """Overlay `body` for `version` and send it to the upstream at `base_url` (the
+        route's replica); the answer is awaited from the call returned."""
+        overlaid = await self.overlay(body, version, tenant, harness=harness)
+        engine = self.engines.engine_for(version, base_url)
+        sent = asyncio.Event()
+        if stream:
+            chunks = engine.stream(overlaid.body, model=overlaid.model, timeout=self.timeout)
+            sent.set()  # nothing to wait for: a stream's route is settled at once
+            return UpstreamCall(
+                overlaid, time.perf_counter(), asyncio.ensure_future(anext(chunks)), sent, chunks
+            )
+        answer = asyncio.ensure_future(self.complete(engine, overlaid, sent))
+        answer.add_done_callback(lambda _: sent.set())
+        return UpstreamCall(overlaid, time.perf_counter(), answer, sent)
 
     @staticmethod
     def restore(response: dict[str, Any], overlaid: Overlaid) -> dict[str, Any]:
@@ -79,8 +131,9 @@ class ServingPipeline:
     async def serve(self, body: dict, version: AgentVersion, tenant: Any) -> ServedAnswer:
         """Every step at once, for a request whose answer nobody streams or waits on to
         capture (a shadow copy, a replay)."""
-        overlaid = await self.overlay(body, version, tenant)
-        started = time.perf_counter()
-        response = await self.complete(self.engine(version, version.spec.model.base_url), overlaid)
-        latency_ms = (time.perf_counter() - started) * 1000
-        return ServedAnswer(self.restore(response, overlaid), overlaid, response, latency_ms)
+        call = await self.send(body, version, version.spec.model.base_url, tenant)
+        response = await call.answer
+        latency_ms = call.elapsed_ms()
+        return ServedAnswer(
+            self.restore(response, call.overlaid), call.overlaid, response, latency_ms
+        )

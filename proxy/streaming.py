@@ -128,8 +128,8 @@ class ChatStream:
     them, and what it answered, for capture.
 
     Iterating gives the chunks to send, held-back ones skipped; an upstream failure is
-    raised from it (`UpstreamError`, `UpstreamTimeout`). `Gateway.stream` opens one with its
-    first chunk read and `Gateway.finish_stream` captures it.
+    raised from it (`UpstreamError`, `UpstreamTimeout`). `GatewayService.stream` opens one
+    with its first chunk read and `GatewayService.finish_stream` captures it.
     """
 
     def __init__(

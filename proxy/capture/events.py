@@ -192,12 +192,16 @@ def shown_answer(messages: list[dict[str, Any]]) -> tuple[int, str] | None:
 
 
 def resumed_state(
-    progress: SessionProgress, messages: list[dict[str, Any]], shown: tuple[int, str]
+    progress: SessionProgress,
+    messages: list[dict[str, Any]],
+    shown: tuple[int, str],
+    known: SessionState | None = None,
 ) -> SessionState | None:
     """A session's state rebuilt from the registry, for a request whose last shown answer
     (`shown`) is recorded there: the messages up to it count as recorded, its llm_call is
     the parent of what follows, and every recorded tool call links its result. None if
-    the answer is not (yet) recorded."""
+    the answer is not (yet) recorded. `known`: this process's own state of the session,
+    whose records of the same trajectory may not be committed yet."""
     index, key = shown
     matched = [answer for answer in progress.answers if answer.key == key]
     if not matched:
@@ -209,6 +213,10 @@ def resumed_state(
             state.calls[call["id"]] = (answer.event_id, call)
     state.last_llm_event = matched[-1].event_id
     state.answers.add(key)
+    if known is not None and known.trajectory.id == state.trajectory.id:
+        state.next_seq = max(state.next_seq, known.next_seq)
+        state.last_request_key = known.last_request_key
+        state.outcome_reported = known.outcome_reported
     return state
 
 

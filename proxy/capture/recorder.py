@@ -11,11 +11,29 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
-from atdp import Event, RedactionStatus, Traffic, utcnow
+from atdp import (
+    BinaryValue,
+    Event,
+    EventKind,
+    EventMetadata,
+    Observation,
+    Outcome,
+    OutcomeStatus,
+    RedactionStatus,
+    ReplayInfo,
+    Reward,
+    RewardSource,
+    RewardValue,
+    ToolCallAction,
+    Traffic,
+    TrajectoryOutcome,
+    new_id,
+    utcnow,
+)
 from proxy.admission import Admitted
 from proxy.capture.events import (
     EventDocument,
@@ -28,16 +46,25 @@ from proxy.capture.events import (
     new_trajectory,
     resumed_state,
     shown_answer,
-    task_type_of,
 )
 from proxy.capture.records import CaptureRecord
 from proxy.capture.writer import CaptureWriter
 from proxy.catalog import Catalog
 from proxy.config import GatewayConfig
 from proxy.governance import Redactor, governance_document
-from proxy.signals import implicit_rewards
+from proxy.signals import abandonment_reward, implicit_rewards
 from proxy.telemetry import CallTelemetry
-from registry import AgentVersion, SealedEvent, TenantPolicy, seal_event, session_progress
+from registry import (
+    AgentVersion,
+    SealedEvent,
+    TenantPolicy,
+    TrajectoryEnd,
+    get_events,
+    get_trajectory,
+    last_activity,
+    seal_event,
+    session_progress,
+)
 from runtime.version.overlays import Overlaid
 
 __all__ = ["Capture", "Recorder", "Served", "sealed_copies"]
@@ -48,6 +75,7 @@ RECENT_EVENTS = 200_000  # how many events' owners feedback can check without th
 # Seconds a read of a session's progress may take, from its start, though `resume_wait`
 # ends sooner: on a loaded machine a read under way is about to answer, not stalled.
 PROGRESS_READ_FLOOR = 1.0
+SKEW = timedelta(seconds=1)  # how far two gateways' clocks may disagree
 
 
 @dataclass
@@ -164,8 +192,17 @@ class Recorder:
         """One spool write: durable once this returns."""
         self.writer.submit(records)
 
-    def submit_rewards(self, rewards: Iterable[Any]) -> None:
-        self.submit([CaptureRecord("reward", reward) for reward in rewards])
+    async def flush(self, timeout: float = 5.0) -> bool:
+        """Wait (up to `timeout` seconds) until every record submitted is in the registry,
+        for a read of the registry that must see them; False if they are not by then."""
+        return await asyncio.to_thread(self.writer.flush, timeout)
+
+    def trajectory_of(self, admitted: Admitted) -> uuid.UUID | None:
+        """The trajectory the request's session records to here, if it has one yet."""
+        state = self.book(admitted.traffic).get(
+            admitted.identity.tenant, admitted.agent, admitted.session
+        )
+        return state.trajectory.id if state is not None else None
 
     async def record_event(self, state: SessionState, event: EventDocument) -> EventDocument:
         """Govern, redact (and seal, if the tenant wants it) one event a user's traffic
@@ -181,14 +218,97 @@ class Recorder:
         self.remember(tenant, state.trajectory.id, [stored["id"]])
         return stored
 
+    async def record_feedback(
+        self,
+        tenant: str,
+        trajectory_id: uuid.UUID,
+        event_id: uuid.UUID | None,
+        values: list[tuple[str, RewardValue, str | None]],
+    ) -> list[Reward]:
+        """A user's explicit feedback on a trajectory (or one of its events): a reward per
+        (name, value, critique), the critiques and corrections redacted like any captured
+        text (they are the user's own words)."""
+        redactor = await self.redactor(tenant)
+        now = utcnow()
+        rewards = [
+            Reward(
+                id=new_id(),
+                tenant=tenant,
+                trajectory_id=trajectory_id,
+                event_id=event_id,
+                name=name,
+                value=value,
+                critique=redactor.redact_text(critique).text if critique else critique,
+                source=RewardSource.EXPLICIT,
+                created_at=now,
+            )
+            for name, value, critique in values
+        ]
+        self.submit([CaptureRecord("reward", reward) for reward in rewards])
+        return rewards
+
     async def record_reported(
-        self, tenant: str, trajectory_id: uuid.UUID, event: Event, rewards: list[Any]
+        self,
+        tenant: str,
+        trajectory_id: uuid.UUID,
+        kind: EventKind,
+        *,
+        parent_id: uuid.UUID | None = None,
+        observation: Observation | None = None,
+        action: ToolCallAction | None = None,
+        outcome: Outcome | None = None,
+        replay: ReplayInfo,
     ) -> Event:
-        """An event the agent reported itself (`/v1/events`), redacted, with its rewards."""
+        """An event the agent reported itself (`/v1/events`), next in its trajectory and
+        redacted; a task outcome with a verdict is also a `task_success` reward."""
+        state = self.sessions.find_trajectory(trajectory_id)
+        if state is not None:
+            state.last_seen = time.monotonic()  # the session is active here, not idle
+            seq, session = state.seq(), state.trajectory.session
+            parent_id = parent_id or state.last_llm_event
+            state.outcome_reported = state.outcome_reported or kind is EventKind.TASK_OUTCOME
+        else:
+            seq, session = await self._continued(tenant, trajectory_id)
+        event = Event(
+            id=new_id(),
+            trajectory_id=trajectory_id,
+            seq=seq,
+            kind=kind,
+            parent_id=parent_id,
+            created_at=utcnow(),
+            observation=observation,
+            action=action,
+            outcome=outcome,
+            metadata=EventMetadata(tenant=tenant, session=session),
+            replay=replay,
+        )
+        rewards: list[Reward] = []
+        if kind is EventKind.TASK_OUTCOME and outcome is not None and outcome.success is not None:
+            rewards.append(
+                Reward(
+                    id=new_id(),
+                    tenant=tenant,
+                    trajectory_id=trajectory_id,
+                    event_id=event.id,
+                    name="task_success",
+                    value=BinaryValue(value=outcome.success),
+                    critique=outcome.error_message,
+                    source=RewardSource.TEST,
+                    created_at=utcnow(),
+                )
+            )
         event = (await self.redactor(tenant)).redact_event(event)
         self.submit([CaptureRecord("event", event), *(CaptureRecord("reward", r) for r in rewards)])
         self.remember(tenant, trajectory_id, [str(event.id)])
         return event
+
+    async def _continued(self, tenant: str, trajectory_id: uuid.UUID) -> tuple[int, str]:
+        """(the next sequence number, the session) of a trajectory this process no longer
+        holds (after a restart): from the registry, after the last stored event."""
+        await self.flush()
+        events = await self.catalog.run(get_events, tenant, trajectory_id)
+        trajectory = await self.catalog.run(get_trajectory, tenant, trajectory_id)
+        return (events[-1].seq + 1) if events else 0, trajectory.session
 
     # --- an exchange with a model, in two phases around the upstream call ------------------
 
@@ -209,7 +329,7 @@ class Recorder:
         if traffic is Traffic.USER:
             state = await self._caught_up(state, admitted, version, request)
         if state is None or state.trajectory.versions.agent_version_id != version.id:
-            trajectory = new_trajectory(tenant, agent, session, version, task_type_of(request))
+            trajectory = new_trajectory(tenant, agent, session, version, overlaid.task_type)
             state = book.start(trajectory)
         policy = await self.catalog.policy(tenant)
         # Only real users' data may train: shadow and evaluation traffic never does.
@@ -253,11 +373,31 @@ class Recorder:
         """The session's state, current with the answers the request shows again: this
         process's own when it recorded the last of them (the common case, a regeneration
         included: no registry read), else the registry's, because another gateway served
-        it, or this one before a restart. Waits up to `resume_wait` for that answer to be
-        committed (and for a read under way then, up to PROGRESS_READ_FLOOR from its
-        start); after that, or with the registry unreachable or not answering, goes on with
-        what this process has."""
-        messages = request.get("messages") or []
+        it, or this one before a restart. With the registry unreachable or not answering,
+        goes on with what this process has."""
+        try:
+            return await self._resumed(state, admitted, version, request.get("messages") or [])
+        except TimeoutError:
+            log.info(
+                "the registry did not answer a read of session %r's progress: recording on "
+                "from this request",
+                admitted.session,
+            )
+        except Exception:  # noqa: BLE001 - capture goes on; only the linking is at stake
+            log.warning("reading session %r's progress failed", admitted.session, exc_info=True)
+        return state
+
+    async def _resumed(
+        self, state: SessionState | None, admitted: Admitted, version: AgentVersion, messages: list
+    ) -> SessionState | None:
+        """`state`, unless the request shows an answer it did not record: then the session's
+        state as the registry holds it, once it holds that answer, waiting up to
+        `resume_wait` for it to be committed; `state` still if it is not by then.
+
+        Bounded as a whole, since a registry that does not answer hangs a read rather than
+        failing it: each read may take until `resume_wait` ends or PROGRESS_READ_FLOOR from
+        its start (a read under way then is about to answer, not stalled), whichever is
+        later, then raises TimeoutError."""
         shown = shown_answer(messages)
         if shown is None or (
             state is not None
@@ -265,51 +405,23 @@ class Recorder:
             and state.trajectory.versions.agent_version_id == version.id
         ):
             return state
-        try:
-            resumed = await self._resumed(admitted, version, messages, shown)
-        except TimeoutError:
-            log.info(
-                "the registry did not answer a read of session %r's progress: recording on "
-                "from this request",
-                admitted.session,
-            )
-            return state
-        except Exception:  # noqa: BLE001 - capture goes on; only the linking is at stake
-            log.warning("reading session %r's progress failed", admitted.session, exc_info=True)
-            return state
-        if resumed is None:
-            log.info(
-                "session %r shows an answer the registry did not hold within %.1f s (no "
-                "gateway recorded it): recording on from this request",
-                admitted.session,
-                self.resume_wait,
-            )
-            return state
-        if state is not None and state.trajectory.id == resumed.trajectory.id:
-            # This process's own records may not be committed yet.
-            resumed.next_seq = max(resumed.next_seq, state.next_seq)
-            resumed.last_request_key = state.last_request_key
-            resumed.outcome_reported = state.outcome_reported
-        return self.sessions.put(resumed)
-
-    async def _resumed(
-        self, admitted: Admitted, version: AgentVersion, messages: list, shown: tuple
-    ) -> SessionState | None:
-        """The session's state as the registry holds it, once it holds the answer shown; None
-        if it does not within `resume_wait`.
-
-        Bounded as a whole, since a registry that does not answer hangs a read rather than
-        failing it: each read may take until `resume_wait` ends or PROGRESS_READ_FLOOR from
-        its start, whichever is later, then raises TimeoutError."""
         tenant, agent, session = admitted.identity.tenant, admitted.agent, admitted.session
         deadline = time.monotonic() + self.resume_wait
         while True:
             read = self.catalog.run(session_progress, tenant, agent, session, version.id)
             allowed = max(deadline - time.monotonic(), PROGRESS_READ_FLOOR)
             progress = await asyncio.wait_for(read, allowed)
-            resumed = resumed_state(progress, messages, shown) if progress else None
-            if resumed is not None or time.monotonic() >= deadline:
-                return resumed
+            resumed = resumed_state(progress, messages, shown, state) if progress else None
+            if resumed is not None:
+                return self.sessions.put(resumed)
+            if time.monotonic() >= deadline:
+                log.info(
+                    "session %r shows an answer the registry did not hold within %.1f s (no "
+                    "gateway recorded it): recording on from this request",
+                    session,
+                    self.resume_wait,
+                )
+                return state
             await asyncio.sleep(0.05)
 
     def finish(
@@ -325,10 +437,10 @@ class Recorder:
         records, (llm,) = self.records(state, [raw_llm], [llm], capture.seal_key)
         events = [*capture.before, llm]
         if pending.exchange.traffic is Traffic.USER:
-            rewards = implicit_rewards(events, regenerated=capture.regenerated)
-            records += [CaptureRecord("reward", reward) for reward in rewards]
             trajectory = state.trajectory
             self.remember(trajectory.tenant, trajectory.id, [e["id"] for e in events])
+            rewards = implicit_rewards(events, regenerated=capture.regenerated)
+            records += [CaptureRecord("reward", reward) for reward in rewards]
         served = Served(
             pending.exchange.session,
             state.trajectory.id,
@@ -339,6 +451,11 @@ class Recorder:
         self.submit(records)  # one spool write: durable before the answer leaves
         self.telemetry.record(pending.exchange, llm, latency_ms)
         return served
+
+    def failed(self, capture: Capture, latency_ms: float, error_code: str | None) -> None:
+        """An exchange whose upstream call failed: only its telemetry is recorded (its
+        request's events are, in phase one)."""
+        self.telemetry.record(capture.pending.exchange, capture.draft, latency_ms, error_code)
 
     async def record_exchange(
         self,
@@ -354,6 +471,49 @@ class Recorder:
         """Both phases at once, for answers that are complete already (streams, shadows)."""
         capture = await self.begin(admitted, request, overlaid, version, protocol, stored_response)
         return self.finish(capture, response, latency_ms)
+
+    # --- sessions gone quiet --------------------------------------------------------------
+
+    async def close_idle_sessions(self, abandon_after: float) -> int:
+        """End the trajectories of sessions idle here for `abandon_after` seconds, unless
+        another gateway has recorded events of them since (it serves the session now: this
+        process only forgets it). Returns how many sessions this process forgot."""
+        idle = self.sessions.idle(abandon_after)
+        recorded = [state for state in idle if state.recorded]
+        ids = [state.trajectory.id for state in recorded]
+        latest = await self.catalog.run(last_activity, ids) if ids else {}
+        for state in idle:
+            self.sessions.forget(state)
+        now, clock = utcnow(), time.monotonic()
+        records: list[CaptureRecord] = []
+        for state in recorded:
+            seen_here = now - timedelta(seconds=clock - state.last_seen)
+            # Recorded after this process last saw the session (a second's grace for
+            # clocks): another gateway serves it now and will end it when it goes quiet.
+            if state.trajectory.id in latest and latest[state.trajectory.id] > seen_here + SKEW:
+                continue
+            records += _ending(state)
+        if records:
+            self.submit(records)
+        return len(idle)
+
+
+def _ending(state: SessionState) -> list[CaptureRecord]:
+    """The end of an idle session's trajectory; abandoned, a weak negative reward, unless
+    the agent reported its outcome."""
+    trajectory = state.trajectory
+    status = OutcomeStatus.UNKNOWN if state.outcome_reported else OutcomeStatus.ABANDONED
+    ending = TrajectoryEnd(
+        tenant=trajectory.tenant,
+        trajectory_id=trajectory.id,
+        ended_at=utcnow(),
+        outcome=TrajectoryOutcome(status=status, detail="closed after the session went idle"),
+    )
+    records = [CaptureRecord("trajectory_end", ending)]
+    if not state.outcome_reported:
+        reward = abandonment_reward(trajectory.tenant, trajectory.id, state.last_llm_event)
+        records.append(CaptureRecord("reward", reward))
+    return records
 
 
 def sealed_copies(

@@ -20,7 +20,7 @@ import mcp_types as types
 from atdp import EventKind, ReplayClass, Traffic, new_id, utcnow
 from proxy.capture.events import EventDocument, SessionState, atdp_name, new_trajectory
 from proxy.capture.tool_results import tool_error_class
-from proxy.gateway import Gateway
+from proxy.service import GatewayService
 from registry import AgentVersion, ApiKeyIdentity, McpServer
 
 __all__ = [
@@ -105,18 +105,18 @@ def _returned(result: types.CallToolResult) -> Any:
     return [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content]
 
 
-async def session_of(gateway: Gateway, caller: McpCaller) -> McpExchange:
+async def session_of(service: GatewayService, caller: McpCaller) -> McpExchange:
     """The caller's session and the version serving it: the one its model calls use, or,
     for a session that starts here, where the router places it."""
     tenant, agent = caller.tenant, caller.server.agent
-    sessions = gateway.recorder.sessions
+    sessions = service.recorder.sessions
     state = sessions.get(tenant, agent, caller.session)
     if state is not None:
         state.last_seen = time.monotonic()
-        version = await gateway.catalog.version(state.trajectory.versions.agent_version_id)
+        version = await service.catalog.version(state.trajectory.versions.agent_version_id)
         return McpExchange(caller, state, version)
-    route = await gateway.router.route(tenant, agent, caller.session)
-    route = await gateway.router.settle(route)
+    route = await service.router.route(tenant, agent, caller.session)
+    route = await service.router.settle(route)
     state = sessions.start(new_trajectory(tenant, agent, caller.session, route.version))
     return McpExchange(caller, state, route.version)
 
@@ -239,6 +239,6 @@ def _event(
     }
 
 
-async def record_event(gateway: Gateway, state: SessionState, event: EventDocument) -> None:
+async def record_event(service: GatewayService, state: SessionState, event: EventDocument) -> None:
     """Record one MCP event through the gateway's capture path (see `Recorder.record_event`)."""
-    await gateway.recorder.record_event(state, event)
+    await service.recorder.record_event(state, event)

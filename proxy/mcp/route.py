@@ -12,14 +12,14 @@ class McpRoute:
     """An ASGI app that starts the MCP proxy when first called and serves through it."""
 
     def __init__(self) -> None:
-        self.gateway = None
+        self.service = None
         self._proxy = None
         self._lock = asyncio.Lock()
         self._stop = asyncio.Event()
         self._holder: asyncio.Task | None = None
 
-    def bind(self, gateway) -> None:
-        self.gateway = gateway
+    def bind(self, service) -> None:
+        self.service = service
 
     async def __call__(self, scope, receive, send) -> None:
         proxy = self._proxy or await self._start()
@@ -40,7 +40,7 @@ class McpRoute:
 
     async def _hold(self, proxy, ready: asyncio.Future) -> None:
         try:
-            async with proxy.run(self.gateway):
+            async with proxy.run(self.service):
                 ready.set_result(None)
                 await self._stop.wait()
         except BaseException as error:

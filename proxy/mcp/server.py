@@ -24,7 +24,6 @@ from starlette.responses import JSONResponse
 from atdp import new_id
 from proxy.catalog import RegistryUnreachable
 from proxy.errors import GatewayError
-from proxy.gateway import Gateway
 from proxy.mcp.capture import (
     McpCaller,
     ToolOutcome,
@@ -37,6 +36,7 @@ from proxy.mcp.capture import (
 from proxy.mcp.direct import DirectCall, error_reply, read_direct_call, result_reply
 from proxy.mcp.tools import is_blocked, overlaid_tools, upstream_arguments
 from proxy.mcp.upstream import McpUnavailable, UpstreamPool
+from proxy.service import GatewayService
 
 __all__ = ["TOOL_BLOCKED", "UPSTREAM_UNAVAILABLE", "McpProxy"]
 
@@ -50,7 +50,7 @@ class McpProxy:
     """The ASGI app behind `/mcp/{server}`; `run()` holds its sessions and upstreams open."""
 
     def __init__(self) -> None:
-        self.gateway: Gateway | None = None
+        self.service: GatewayService | None = None
         self.upstreams: UpstreamPool | None = None
         self.server = Server(
             "evoplane-gateway",
@@ -62,9 +62,9 @@ class McpProxy:
         self.manager: StreamableHTTPSessionManager | None = None
 
     @asynccontextmanager
-    async def run(self, gateway: Gateway):
-        config = gateway.config
-        self.gateway = gateway
+    async def run(self, service: GatewayService):
+        config = service.config
+        self.service = service
         self.manager = StreamableHTTPSessionManager(
             self.server, json_response=True, max_request_body_size=config.max_body_bytes
         )
@@ -91,8 +91,8 @@ class McpProxy:
             body = _jsonrpc_error(message, "registry_unreachable")
             await JSONResponse(body, status_code=503)(scope, receive, send)
             return
-        assert self.gateway is not None
-        limit = self.gateway.config.max_body_bytes
+        assert self.service is not None
+        limit = self.service.config.max_body_bytes
         call, receive = await read_direct_call(scope, receive, limit)
         if call is not None:
             response = await self._direct(caller, call)
@@ -106,11 +106,11 @@ class McpProxy:
         await self.manager.handle_request(scope, receive, send)
 
     async def _caller(self, scope) -> McpCaller:
-        assert self.gateway is not None, "the MCP proxy serves only inside the gateway's lifespan"
+        assert self.service is not None, "the MCP proxy serves only inside the gateway's lifespan"
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        identity = await self.gateway.access.authenticate(headers.get("authorization"))
+        identity = await self.service.access.authenticate(headers.get("authorization"))
         name = scope["path_params"]["server"]
-        server = await self.gateway.catalog.mcp_server(name)
+        server = await self.service.catalog.mcp_server(name)
         if server is None:
             raise GatewayError(404, f"No MCP server '{name}'.", code="mcp_server_not_found")
         if not server.allows(identity.tenant):
@@ -120,7 +120,7 @@ class McpProxy:
                 f"`evoplane mcp allow {name} --tenant {identity.tenant}`).",
                 code="mcp_server_not_allowed",
             )
-        await self.gateway.access.authorize(identity, server.agent)
+        await self.service.access.authorize(identity, server.agent)
         session = (
             headers.get("x-session-id") or headers.get("mcp-session-id") or f"mcp-{new_id().hex}"
         )
@@ -136,19 +136,19 @@ class McpProxy:
     async def _list_tools(
         self, ctx: ServerRequestContext, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        assert self.gateway is not None and self.upstreams is not None
-        exchange = await session_of(self.gateway, _caller_of(ctx))
+        assert self.service is not None and self.upstreams is not None
+        exchange = await session_of(self.service, _caller_of(ctx))
         upstream = self.upstreams.get(exchange.caller.server)
         exchange.restart()
         try:
             listing = await upstream.list_tools(params.cursor if params else None)
         except McpUnavailable as error:
             outcome = ToolOutcome(None, "upstream_unavailable", str(error))
-            await record_event(self.gateway, exchange.state, listing_event(exchange, [], outcome))
+            await record_event(self.service, exchange.state, listing_event(exchange, [], outcome))
             raise MCPError(UPSTREAM_UNAVAILABLE, str(error)) from None
         tools = overlaid_tools(listing.tools, exchange.version.spec)
         event = listing_event(exchange, tools, ToolOutcome())
-        await record_event(self.gateway, exchange.state, event)
+        await record_event(self.service, exchange.state, event)
         return types.ListToolsResult(tools=tools, next_cursor=listing.next_cursor)
 
     async def _call_tool(
@@ -160,8 +160,8 @@ class McpProxy:
         self, caller: McpCaller, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         """One `tools/call`: governed, overlaid, forwarded and captured; MCPError if it fails."""
-        assert self.gateway is not None and self.upstreams is not None
-        exchange = await session_of(self.gateway, caller)
+        assert self.service is not None and self.upstreams is not None
+        exchange = await session_of(self.service, caller)
         spec, server = exchange.version.spec, exchange.caller.server
         upstream = self.upstreams.get(server)
         sent = upstream_arguments(params.name, params.arguments, spec)
@@ -184,7 +184,7 @@ class McpProxy:
         event = call_event(
             exchange, params, sent, linked, outcome, read_only=upstream.read_only(params.name)
         )
-        await record_event(self.gateway, exchange.state, event)
+        await record_event(self.service, exchange.state, event)
         if failure is not None:
             raise failure
         return result

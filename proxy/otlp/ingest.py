@@ -26,7 +26,6 @@ from atdp import Event, Trajectory, utcnow
 from proxy.capture import CaptureRecord
 from proxy.capture.events import EventDocument, SessionState, new_trajectory, task_type_of
 from proxy.errors import GatewayError
-from proxy.gateway import Gateway
 from proxy.governance import Redactor, governance_document
 from proxy.otlp.decode import Span
 from proxy.otlp.genai import (
@@ -39,6 +38,7 @@ from proxy.otlp.genai import (
     read_span,
 )
 from proxy.otlp.trace import TraceBook, TraceRecorder, TraceState, trajectory_id
+from proxy.service import GatewayService
 from proxy.signals import implicit_rewards
 from registry import ApiKeyIdentity, NotFoundError, TenantPolicy, get_trajectory, is_unreachable
 from registry.tables import EventRow
@@ -113,8 +113,8 @@ class _Plan:
 class TraceIngest:
     """Records OTLP exports for one gateway; remembers recent traces to continue them."""
 
-    def __init__(self, gateway: Gateway) -> None:
-        self.gateway = gateway
+    def __init__(self, service: GatewayService) -> None:
+        self.service = service
         self.book = TraceBook()
 
     async def ingest(
@@ -140,7 +140,7 @@ class TraceIngest:
         ids = [trajectory_id(tenant, trace.trace_id) for trace in traces]
         stored = await self._stored(tenant, ids)
         plans = [await self._plan(identity, trace, agent, stored, result) for trace in traces]
-        policy = await self.gateway.catalog.policy(tenant)
+        policy = await self.service.catalog.policy(tenant)
         records = [
             record
             for plan in plans
@@ -148,7 +148,7 @@ class TraceIngest:
             for record in self._record(plan, policy, training_opt_out, result)
         ]
         if records:
-            self.gateway.recorder.submit(records)  # one spool write: durable before the answer
+            self.service.recorder.submit(records)  # one spool write: durable before the answer
         return result
 
     async def _stored(self, tenant: str, ids: list[uuid.UUID]) -> dict[uuid.UUID, StoredTrace]:
@@ -157,7 +157,7 @@ class TraceIngest:
         taken as new, and their ids keep a re-sent span single)."""
         forgotten = [trajectory for trajectory in ids if self.book.get(trajectory) is None]
         try:
-            return await self.gateway.catalog.read(stored_traces, tenant, ids, forgotten)
+            return await self.service.catalog.read(stored_traces, tenant, ids, forgotten)
         except Exception as error:
             if not is_unreachable(error):
                 raise
@@ -179,7 +179,7 @@ class TraceIngest:
         found = stored.get(trajectory)
         if state is None and found is not None:
             await self._authorize(identity, found.trajectory.agent)
-            version = await self.gateway.catalog.version(found.trajectory.versions.agent_version_id)
+            version = await self.service.catalog.version(found.trajectory.versions.agent_version_id)
             session = SessionState(found.trajectory, recorded=True)
             state = TraceState(session, version, spans=set(found.spans))
         elif state is None:
@@ -205,7 +205,7 @@ class TraceIngest:
             for operation in trace.operations:
                 result.reject(operation.span, "gen_ai.conversation.id holds control characters")
             return None
-        router = self.gateway.router
+        router = self.service.router
         route = await router.settle(await router.route(identity.tenant, agent, session))
         started = min(operation.span.start_unix_nano for operation in trace.operations)
         task_type = task_type_of({"metadata": {"task_type": _first(trace, _task_type)}})
@@ -221,7 +221,7 @@ class TraceIngest:
                 400, f"No agent: {_AGENT_SOURCES}.", param="X-Evoplane-Agent", code="no_agent"
             )
         try:
-            await self.gateway.access.authorize(identity, agent)
+            await self.service.access.authorize(identity, agent)
         except GatewayError as error:
             raise GatewayError(
                 error.status,
@@ -240,7 +240,7 @@ class TraceIngest:
         session.next_seq = max(session.next_seq, plan.last_seq + 1)
         governance = governance_document(policy, training_opt_out=opt_out, now=utcnow())
         recorder = TraceRecorder(state, governance, model_calls=_has_model_calls(state, plan.trace))
-        redactor = self.gateway.recorder.redactor_for(policy)
+        redactor = self.service.recorder.redactor_for(policy)
         raw, events, rewards = [], [], []
         for operation in plan.trace.operations:
             recorded = _governed(recorder, redactor, operation, result)
@@ -263,7 +263,7 @@ class TraceIngest:
         rewards: list[Any],
         result: IngestResult,
     ) -> list[CaptureRecord]:
-        recorder = self.gateway.recorder
+        recorder = self.service.recorder
         trajectory = state.session.trajectory
         seal_key = recorder.seal_key_for(policy)
         records, events = recorder.records(state.session, raw, events, seal_key)

@@ -31,11 +31,11 @@ _CODES = {413: "body_too_large", 415: "unsupported_media_type"}
 
 
 async def export_traces(request: Request) -> Response:
-    gateway = request.app.state.gateway
-    limit = gateway.config.max_body_bytes
+    service = request.app.state.service
+    limit = service.config.max_body_bytes
     body = await _read_body(request, limit)
-    identity = await gateway.access.authenticate(request.headers.get("authorization"))
-    gateway.rate_limit.check(identity.tenant)
+    identity = await service.access.authenticate(request.headers.get("authorization"))
+    service.rate_limit.check(identity.tenant)
     try:
         opt_out = parse_training_header(request.headers.get("x-evoplane-training"))
         encoding = encoding_of(request.headers.get("content-type"))
@@ -72,8 +72,8 @@ def _ingest(request: Request) -> TraceIngest:
     lives as long as that gateway)."""
     state = request.app.state
     ingest = getattr(state, "otlp_ingest", None)
-    if ingest is None or ingest.gateway is not state.gateway:
-        ingest = state.otlp_ingest = TraceIngest(state.gateway)
+    if ingest is None or ingest.service is not state.service:
+        ingest = state.otlp_ingest = TraceIngest(state.service)
     return ingest
 
 

@@ -21,7 +21,6 @@ from fastapi.responses import JSONResponse, Response
 from proxy import jsonio
 from proxy.catalog import RegistryUnreachable
 from proxy.errors import GatewayError
-from proxy.gateway import Gateway
 from proxy.protocols import messages
 from proxy.protocols.serving import (
     EventStreamEncoder,
@@ -32,6 +31,7 @@ from proxy.protocols.serving import (
     stream,
     validated_chat,
 )
+from proxy.service import GatewayService
 from registry import ApiKeyIdentity
 
 __all__ = ["ROUTES", "anthropic_models"]
@@ -59,29 +59,29 @@ def _anthropic_errors(handler: Callable[..., Awaitable[Response]]):
     return handle
 
 
-async def _identify(gateway: Gateway, headers: dict[str, str]) -> ApiKeyIdentity:
+async def _identify(service: GatewayService, headers: dict[str, str]) -> ApiKeyIdentity:
     key = headers.get("x-api-key")
-    return await gateway.access.authenticate(
+    return await service.access.authenticate(
         f"Bearer {key}" if key else headers.get("authorization")
     )
 
 
-async def _request(request: Request) -> tuple[Gateway, dict[str, str], ApiKeyIdentity, dict]:
-    gateway: Gateway = request.app.state.gateway
+async def _request(request: Request) -> tuple[GatewayService, dict[str, str], ApiKeyIdentity, dict]:
+    service: GatewayService = request.app.state.service
     headers = header_dict(request)
-    body = await read_json(request, gateway.config.max_body_bytes)
-    identity = await _identify(gateway, headers)
+    body = await read_json(request, service.config.max_body_bytes)
+    identity = await _identify(service, headers)
     if not isinstance(body, dict):
         raise GatewayError(400, "The body must be a JSON object.", code="invalid_request")
     if not isinstance(body.get("model"), str) or not body["model"]:
         raise GatewayError(400, "model: required, the agent's name.", param="model")
-    return gateway, headers, identity, body
+    return service, headers, identity, body
 
 
 @_anthropic_errors
 async def create_message(request: Request) -> Response:
     started = time.perf_counter()
-    gateway, headers, identity, body = await _request(request)
+    service, headers, identity, body = await _request(request)
     chat = messages.chat_request(body)
     streaming = bool(body.get("stream"))
     if streaming:
@@ -89,14 +89,14 @@ async def create_message(request: Request) -> Response:
     parsed = validated_chat(chat)
     agent = headers.get("x-evoplane-agent") or body["model"]
     session = headers.get("x-session-id") or parsed.user
-    admitted = await admit(gateway, identity, headers, agent, session, request.is_disconnected)
+    admitted = await admit(service, identity, headers, agent, session, request.is_disconnected)
     context = messages.MessageContext(
         messages.new_message_id(), body["model"], tuple(body.get("stop_sequences") or ())
     )
     if streaming:
         encoder = EventStreamEncoder(messages.MessagesStream(context))
-        return await stream(gateway, admitted, chat, encoder, (PROTOCOL, body))
-    completion, served = await gateway.serve(admitted, chat, protocol=(PROTOCOL, body))
+        return await stream(service, admitted, chat, encoder, (PROTOCOL, body))
+    completion, served = await service.serve(admitted, chat, protocol=(PROTOCOL, body))
     answer = messages.message_object(completion, context)
     return Response(
         jsonio.dumps(answer),
@@ -110,15 +110,15 @@ async def count_tokens(request: Request) -> Response:
     """The prompt's tokens as the version's model would read them (harness and memory
     included): asked of the upstream itself, as a one-token completion whose usage counts
     the prompt exactly, whatever its tokenizer. Not recorded: no agent step happened."""
-    gateway, headers, identity, body = await _request(request)
+    service, headers, identity, body = await _request(request)
     chat = messages.chat_request({**body, "max_tokens": 1})
     validated_chat(chat)
     agent = headers.get("x-evoplane-agent") or body["model"]
-    admitted = await admit(gateway, identity, headers, agent, headers.get("x-session-id"))
-    route, overlaid = await gateway.prepare(admitted, chat)
-    engine = gateway.pipeline.engine(route.version, route.base_url)
+    admitted = await admit(service, identity, headers, agent, headers.get("x-session-id"))
+    route, overlaid = await service.prepare(admitted, chat)
+    engine = service.pipeline.engine(route.version, route.base_url)
     one_token = replace(overlaid, body={**overlaid.body, "max_tokens": 1, "stream": False})
-    completion = await gateway.complete(engine, one_token)
+    completion = await service.complete(engine, one_token)
     counted = (completion.get("usage") or {}).get("prompt_tokens")
     if not isinstance(counted, int):
         raise GatewayError(

@@ -14,7 +14,6 @@ from fastapi.responses import JSONResponse, Response
 
 from proxy import jsonio
 from proxy.errors import GatewayError
-from proxy.gateway import Gateway, Served
 from proxy.protocols import responses
 from proxy.protocols.serving import (
     EventStreamEncoder,
@@ -26,14 +25,15 @@ from proxy.protocols.serving import (
     validated_chat,
 )
 from proxy.protocols.store import ResponseStore
+from proxy.service import GatewayService, Served
 
 __all__ = ["ROUTES"]
 
 PROTOCOL = "responses"
 
 
-def _gateway(request: Request) -> Gateway:
-    return request.app.state.gateway
+def _service(request: Request) -> GatewayService:
+    return request.app.state.service
 
 
 def _store(request: Request) -> ResponseStore:
@@ -42,10 +42,10 @@ def _store(request: Request) -> ResponseStore:
 
 async def create_response(request: Request):
     started = time.perf_counter()
-    gateway, store = _gateway(request), _store(request)
+    service, store = _service(request), _store(request)
     headers = header_dict(request)
-    body = await read_json(request, gateway.config.max_body_bytes)
-    identity = await gateway.access.authenticate(headers.get("authorization"))
+    body = await read_json(request, service.config.max_body_bytes)
+    identity = await service.access.authenticate(headers.get("authorization"))
     if not isinstance(body, dict):
         raise GatewayError(400, "The body must be a JSON object.", code="invalid_request")
     if not isinstance(body.get("model"), str) or not body["model"]:
@@ -68,7 +68,7 @@ async def create_response(request: Request):
     session = (
         headers.get("x-session-id") or metadata.get("session_id") or previous_session or parsed.user
     )
-    admitted = await admit(gateway, identity, headers, agent, session, request.is_disconnected)
+    admitted = await admit(service, identity, headers, agent, session, request.is_disconnected)
     context = responses.ResponseContext(responses.new_response_id(), body)
     recorded = None
     if body.get("store", True) is not False:
@@ -88,8 +88,8 @@ async def create_response(request: Request):
                 keep(served, jsonio.dumps(translator.response))
 
         encoder = EventStreamEncoder(translator, ended)
-        return await stream(gateway, admitted, chat, encoder, (PROTOCOL, body), recorded)
-    completion, served = await gateway.serve(
+        return await stream(service, admitted, chat, encoder, (PROTOCOL, body), recorded)
+    completion, served = await service.serve(
         admitted, chat, protocol=(PROTOCOL, body), stored_response=recorded
     )
     response = jsonio.dumps(responses.response_object(completion, context))
@@ -100,8 +100,8 @@ async def create_response(request: Request):
 
 async def _owned(request: Request, response_id: str) -> dict[str, Any]:
     """The document of a response of the caller's tenant (404 otherwise)."""
-    gateway = _gateway(request)
-    identity = await gateway.access.authenticate(request.headers.get("authorization"))
+    service = _service(request)
+    identity = await service.access.authenticate(request.headers.get("authorization"))
     turn = await _store(request).turn(identity.tenant, response_id, param="response_id")
     return turn.document
 
@@ -111,8 +111,8 @@ async def get_response(request: Request, response_id: str) -> JSONResponse:
 
 
 async def delete_response(request: Request, response_id: str) -> JSONResponse:
-    gateway = _gateway(request)
-    identity = await gateway.access.authenticate(request.headers.get("authorization"))
+    service = _service(request)
+    identity = await service.access.authenticate(request.headers.get("authorization"))
     await _store(request).delete(identity.tenant, response_id)
     return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
 

@@ -23,9 +23,9 @@ from proxy import jsonio
 from proxy.admission import Admitted
 from proxy.engines.base import UpstreamError, UpstreamTimeout
 from proxy.errors import GatewayError
-from proxy.gateway import Gateway, Served, new_session_id
 from proxy.governance import parse_training_header
 from proxy.schemas import ChatCompletionRequest, describe_validation_error
+from proxy.service import GatewayService, Served, new_session_id
 from proxy.streaming import ChatStream
 from registry import ApiKeyIdentity
 
@@ -103,7 +103,7 @@ def response_headers(served: Served, started: float) -> dict[str, str]:
 
 
 async def admit(
-    gateway: Gateway,
+    service: GatewayService,
     identity: ApiKeyIdentity,
     headers: dict[str, str],
     agent: str,
@@ -113,8 +113,8 @@ async def admit(
     """Check that the key may use `agent` now (404/403/429 otherwise) and read the
     request's training and evaluation headers, and whether an SDK retries it; no session
     given starts a new one. `gone`: whether the client has disconnected."""
-    await gateway.access.authorize(identity, agent)
-    gateway.rate_limit.check(identity.tenant)
+    await service.access.authorize(identity, agent)
+    service.rate_limit.check(identity.tenant)
     try:
         opt_out = parse_training_header(headers.get("x-evoplane-training"))
     except ValueError as error:
@@ -233,7 +233,7 @@ class EventStreamEncoder:
 
 
 async def stream(
-    gateway: Gateway,
+    service: GatewayService,
     admitted: Admitted,
     body: dict[str, Any],
     encoder: StreamEncoder,
@@ -242,7 +242,7 @@ async def stream(
 ) -> StreamingResponse:
     """A streamed answer to the chat-completions `body` (see `Gateway.stream`), in
     `encoder`'s events, captured whole once it ends (or breaks off)."""
-    streamed = await gateway.stream(
+    streamed = await service.stream(
         admitted, body, protocol=protocol, stored_response=stored_response
     )
     headers = {
@@ -251,12 +251,12 @@ async def stream(
     }
     if streamed.trajectory_id is not None:
         headers["X-Evoplane-Trajectory-Id"] = str(streamed.trajectory_id)
-    events = _events(gateway, streamed, encoder)
+    events = _events(service, streamed, encoder)
     return StreamingResponse(events, media_type="text/event-stream", headers=headers)
 
 
 async def _events(
-    gateway: Gateway, streamed: ChatStream, encoder: StreamEncoder
+    service: GatewayService, streamed: ChatStream, encoder: StreamEncoder
 ) -> AsyncIterator[bytes]:
     """The stream's chunks as `encoder`'s events; the stream is captured even when the
     client leaves before its end."""
@@ -272,7 +272,7 @@ async def _events(
         for line in encoder.failure(failure):
             yield line
     finally:
-        served = await gateway.finish_stream(streamed, failed=failure is not None)
+        served = await service.finish_stream(streamed, failed=failure is not None)
     if failure is None:
         for line in await encoder.end(served, streamed.answer()):
             yield line

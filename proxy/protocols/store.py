@@ -20,7 +20,6 @@ one leaves a tombstone (`registry.responses`).
 
 from __future__ import annotations
 
-import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -29,9 +28,9 @@ from typing import Any
 from atdp import utcnow
 from proxy import jsonio
 from proxy.errors import GatewayError
-from proxy.gateway import Gateway
 from proxy.protocols.recorded import stored_document, stored_response_of
 from proxy.protocols.responses import ResponseContext, assistant_message, chat_messages
+from proxy.service import GatewayService
 from registry import NotFoundError, delete_stored_response, get_stored_response
 
 __all__ = ["ResponseStore", "StoredTurn"]
@@ -64,8 +63,8 @@ class StoredTurn:
 class ResponseStore:
     """Stored responses of one gateway: the recent in memory, all in the registry."""
 
-    def __init__(self, gateway: Gateway, capacity: int = 10_000) -> None:
-        self.gateway = gateway
+    def __init__(self, service: GatewayService, capacity: int = 10_000) -> None:
+        self.service = service
         self.capacity = capacity
         self._recent: OrderedDict[str, StoredTurn] = OrderedDict()
 
@@ -75,7 +74,7 @@ class ResponseStore:
         """What the call's llm_call records of the response it stores (`metadata.extra`):
         its id, creation time, expiry by the tenant's retention, the response it continued
         (the request's copy of that id may be redacted at rest), and whether it streams."""
-        policy = await self.gateway.catalog.policy(tenant)
+        policy = await self.service.catalog.policy(tenant)
         days = policy.retention_days
         retention = timedelta(days=days) if days else DEFAULT_RETENTION
         expires = (datetime.fromtimestamp(context.created_at, UTC) + retention).isoformat()
@@ -109,13 +108,13 @@ class ResponseStore:
         kept = self._recent.get(response_id)
         if kept is not None and kept.tenant == tenant and not _expired(kept.expires_at):
             return kept
-        await asyncio.to_thread(self.gateway.writer.flush, 5.0)
+        await self.service.recorder.flush()
         try:
-            found = await self.gateway.catalog.run(get_stored_response, tenant, response_id)
+            found = await self.service.catalog.run(get_stored_response, tenant, response_id)
         except NotFoundError:
             raise _not_found(response_id, param) from None
         event = found.event
-        key = self.gateway.config.seal_key
+        key = self.service.config.seal_key
         if found.sealed is not None and key:
             event = jsonio.loads(_unseal(found.sealed, key, response_id))
         previous_id = stored_response_of(event).get("previous_id")
@@ -146,8 +145,8 @@ class ResponseStore:
         kept = self._recent.get(response_id)
         if kept is not None and kept.tenant == tenant:
             del self._recent[response_id]
-        await asyncio.to_thread(self.gateway.writer.flush, 5.0)
-        found = await self.gateway.catalog.run(delete_stored_response, tenant, response_id)
+        await self.service.recorder.flush()
+        found = await self.service.catalog.run(delete_stored_response, tenant, response_id)
         if not found:
             raise _not_found(response_id, "response_id")
 

@@ -48,6 +48,7 @@ class Overlaid:
     # How to get the agent's own request back from `body` (`atdp.agent_request` reads it back):
     # empty when the overlays changed nothing.
     undo: dict[str, Any] = field(default_factory=dict)
+    task_type: str | None = None  # the workload class the agent's request names
 
 
 def apply_overlays(
@@ -68,7 +69,8 @@ def apply_overlays(
     agent_messages = list(body.get("messages") or [])
     agent_tools = body.get("tools")
     retrieved = _retrieve(agent_messages, spec, memory)
-    skills = _skills(agent_messages, spec, tenant, task_type_of(body))
+    task_type = task_type_of(body)
+    skills = _skills(agent_messages, spec, tenant, task_type)
     messages, added, consumed = _with_harness(agent_messages, spec, retrieved, skills)
     blocked = frozenset(spec.guardrails.blocked_tools)
     maps = {name: dict(o.argument_map) for name, o in spec.tools.tools.items() if o.argument_map}
@@ -95,7 +97,7 @@ def apply_overlays(
         fingerprints["retrieval"] = hashlib.sha256(ids.encode()).hexdigest()[:16]
     if "skills" in parts:
         fingerprints["skills"] = parts["skills"]
-    return Overlaid(body, model, maps, blocked, retrieved, skills, fingerprints, undo)
+    return Overlaid(body, model, maps, blocked, retrieved, skills, fingerprints, undo, task_type)
 
 
 def _undo(
