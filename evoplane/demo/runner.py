@@ -29,7 +29,7 @@ from evoplane.demo.scale import FULL, DemoScale
 from evoplane.demo.tools import Platform
 from evoplane.demo.traffic import Traffic
 from evoplane.demo.users import Outcome
-from evoplane.simulation.evolutions import evolve
+from evoplane.simulation.evolutions import Operator, persons_change
 from evoplane.simulation.progress import QuietReporter, Reporter
 from evoplane.simulation.stack import Endpoints
 from evoplane.simulation.traffic import first_time_success
@@ -82,6 +82,7 @@ class _Demo:
         self.model = model
         self.engine = create_db_engine(endpoints.registry_url)
         self.control = ControlClient(endpoints.control, endpoints.admin_token)
+        self.operator = Operator(self.control, scale.evolution_timeout, endpoints.catalog_ttl)
         self.platform = Platform()
         self.run_id = uuid.uuid4().hex[:6]
         self.name = agent
@@ -187,10 +188,12 @@ class _Demo:
         options = self._options(round_, start)
         if round_.plan == "cost_cut":
             options.update(
-                force="harness",
-                candidate=self._capped_spec(),
-                actor="sam (finance)",
-                reason=f"cap answers at {COST_CAP} tokens to cut cost",
+                persons_change(
+                    "harness",
+                    self._capped_spec(),
+                    actor="sam (finance)",
+                    reason=f"cap answers at {COST_CAP} tokens to cut cost",
+                )
             )
         return self._evolve(round_, options, before)
 
@@ -201,11 +204,13 @@ class _Demo:
         before = self._play(round_, count, "traffic before the hotfix")
         hotfix = self._options(round_, start)
         hotfix.update(
-            force="harness",
-            candidate=self._hotfix_spec(),
-            skip_gates=["replay", "shadow", "canary"],
-            actor="ana (on call)",
-            reason="hotfix: shorter instructions, fewer tokens",
+            persons_change(
+                "harness",
+                self._hotfix_spec(),
+                actor="ana (on call)",
+                reason="hotfix: shorter instructions, fewer tokens",
+                gated=False,
+            )
         )
         first = self._evolve(round_, hotfix, before, expected="(person's hotfix)")
         promoted = datetime.now(UTC)
@@ -290,12 +295,9 @@ class _Demo:
         stable_before = self._stable()
         # The demo's stack keeps its registry on SQLite, which cannot announce alias moves:
         # `evolve` waits out the gateway's cached aliases before the next traffic.
-        evolution = evolve(
-            self.control,
+        evolution = self.operator.evolve(
             self.agent,
             options,
-            timeout=self.scale.evolution_timeout,
-            catalog_ttl=self.endpoints.catalog_ttl,
             on_stage=lambda words: self.reporter.stage(f"{round_.name}: {words}"),
             live_traffic=lambda: self._live_traffic(round_),
         )

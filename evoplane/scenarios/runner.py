@@ -31,7 +31,7 @@ from evoplane.scenarios.model import ScriptedModel
 from evoplane.scenarios.upstream import ModelServer
 from evoplane.scenarios.users import User, Visit
 from evoplane.scenarios.world import World
-from evoplane.simulation.evolutions import SimulationError, evolve, follow
+from evoplane.simulation.evolutions import Operator, SimulationError, persons_change
 from evoplane.simulation.progress import QuietReporter, Reporter
 from evoplane.simulation.stack import Endpoints
 from evoplane.simulation.traffic import first_time_success, play_sessions
@@ -201,6 +201,7 @@ class _ScenarioRun:
         models[self.model] = ScriptedModel(self.world)
         self.tenants = {tenant: tenancy.name(tenant) for tenant in self.world.tenants}
         self.control = ControlClient(endpoints.control, endpoints.admin_token)
+        self.operator = Operator(self.control, scale.evolution_timeout, endpoints.catalog_ttl)
         self.agents: dict[str, ScenarioAgent] = {}
         self.ledger: list[tuple[float, Visit]] = []
         self._lock = threading.Lock()
@@ -258,7 +259,7 @@ class _ScenarioRun:
             self._traffic(self.scenario.sessions, "traffic with the failure in")
             options = self._options(since)
             if self.scenario.plan == "candidate":
-                options.update(force=expect.actions[0], candidate=self._changed_spec())
+                options.update(persons_change(expect.actions[0], self._changed_spec()))
             record = self._evolve(expect, options, clock)
             records.append(record)
         return records
@@ -269,11 +270,13 @@ class _ScenarioRun:
         self._traffic(self.scenario.sessions, "traffic before the hot-fix")
         options = self._options(since)
         options.update(
-            force="harness",
-            candidate=self._changed_spec(),
-            skip_gates=["replay", "shadow", "canary"],
-            actor="a person on call",
-            reason="hot-fix: shorter instructions",
+            persons_change(
+                "harness",
+                self._changed_spec(),
+                actor="a person on call",
+                reason="hot-fix: shorter instructions",
+                gated=False,
+            )
         )
         self._evolve(Expect(("harness",), False), options, clock, measure=False)
         promoted, hotfix_clock = datetime.now(UTC), time.monotonic()
@@ -300,14 +303,8 @@ class _ScenarioRun:
         self, expect: Expect, options: dict[str, Any], clock: float, *, measure: bool = True
     ) -> EvolutionRecord:
         record = EvolutionRecord(expected=expect.actions)
-        evolution = evolve(
-            self.control,
-            self.agent,
-            options,
-            timeout=self.scale.evolution_timeout,
-            catalog_ttl=self.endpoints.catalog_ttl,
-            on_stage=self._stage,
-            live_traffic=self._live_traffic,
+        evolution = self.operator.evolve(
+            self.agent, options, on_stage=self._stage, live_traffic=self._live_traffic
         )
         live = evolution.live
         record.evolution_id, record.seconds = evolution.id, evolution.seconds
@@ -322,12 +319,8 @@ class _ScenarioRun:
 
     def _follow(self, evolution_id: str) -> dict[str, Any]:
         """Follow an evolution started elsewhere to its end (benchmarks.control_plane)."""
-        return follow(
-            self.control,
-            evolution_id,
-            timeout=self.scale.evolution_timeout,
-            on_stage=self._stage,
-            live_traffic=self._live_traffic,
+        return self.operator.follow(
+            evolution_id, on_stage=self._stage, live_traffic=self._live_traffic
         )
 
     def _stage(self, words: str) -> None:

@@ -13,7 +13,14 @@ from typing import Any
 
 from evoplane.control.client import ControlClient
 
-__all__ = ["LIVE_STAGES", "Evolution", "SimulationError", "evolve", "follow", "stage_words"]
+__all__ = [
+    "LIVE_STAGES",
+    "Evolution",
+    "Operator",
+    "SimulationError",
+    "persons_change",
+    "stage_words",
+]
 
 LIVE_STAGES = frozenset({"shadow", "canary"})
 
@@ -33,65 +40,94 @@ class Evolution:
     ui: str | None  # its workflow in the Temporal UI
 
 
-def evolve(
-    control: ControlClient,
-    agent: str,
-    options: dict[str, Any],
+def persons_change(
+    action: str,
+    candidate: dict[str, Any],
     *,
-    timeout: float,
-    catalog_ttl: float,
-    on_stage: Callable[[str], None],
-    live_traffic: Callable[[], None],
-) -> Evolution:
-    """Start an evolution of `agent` with `options` and follow it to its end (see `follow`);
-    then wait out the gateway's alias cache, so the next traffic is routed by the aliases
-    the evolution left."""
-    started = control.evolve(agent, options)
-    began = time.monotonic()
-    live = follow(
-        control, started["id"], timeout=timeout, on_stage=on_stage, live_traffic=live_traffic
-    )
-    seconds = round(time.monotonic() - began, 1)
-    # Until the gateway's cached aliases expire, it may route new sessions by those the
-    # evolution moved (to a canary it rolled back, say): the next traffic waits.
-    time.sleep(catalog_ttl)
-    return Evolution(started["id"], live, began, seconds, started.get("ui"))
-
-
-def follow(
-    control: ControlClient,
-    evolution_id: str,
-    *,
-    timeout: float,
-    on_stage: Callable[[str], None],
-    live_traffic: Callable[[], None],
+    actor: str | None = None,
+    reason: str | None = None,
+    gated: bool = True,
 ) -> dict[str, Any]:
-    """Poll the evolution to its end, telling `on_stage` each new stage in words and
-    calling `live_traffic` again and again while its live gates watch.
+    """An evolution's options for a person's own candidate (a spec) instead of the policy's
+    choice: judged by the gates, or, `gated=False`, promoted with every gate skipped, as a
+    hotfix is."""
+    options: dict[str, Any] = {"force": action, "candidate": candidate}
+    if not gated:
+        options["skip_gates"] = ["replay", "shadow", "canary"]
+    if actor is not None:
+        options["actor"] = actor
+    if reason is not None:
+        options["reason"] = reason
+    return options
 
-    Returns its last live state (with its `outcome`).
 
-    Raises:
-        SimulationError: it did not end within `timeout` seconds.
+@dataclass(frozen=True)
+class Operator:
+    """Starts and follows evolutions through the control API, as an operator's script does.
+
+    Args:
+        timeout: how long an evolution may take before the run stops.
+        catalog_ttl: how long the gateway may still route by aliases an evolution moved.
     """
-    deadline = time.monotonic() + timeout
-    shown = None
-    while time.monotonic() < deadline:
-        found = control.evolution(evolution_id)
-        live = found.get("live") or {}
-        stage = live.get("stage") or (found.get("record") or {}).get("stage")
-        if stage != shown:
-            on_stage(stage_words(stage, live))
-            shown = stage
-        if live.get("outcome"):
-            return live
-        if stage in LIVE_STAGES:
-            live_traffic()
-        else:
-            time.sleep(0.4)
-    raise SimulationError(
-        f"evolution {evolution_id} did not finish within {timeout:.0f}s; see it in the Temporal UI"
-    )
+
+    control: ControlClient
+    timeout: float
+    catalog_ttl: float
+
+    def evolve(
+        self,
+        agent: str,
+        options: dict[str, Any],
+        *,
+        on_stage: Callable[[str], None],
+        live_traffic: Callable[[], None],
+    ) -> Evolution:
+        """Start an evolution of `agent` with `options` and follow it to its end (see
+        `follow`); then wait out the gateway's alias cache, so the next traffic is routed
+        by the aliases the evolution left."""
+        started = self.control.evolve(agent, options)
+        began = time.monotonic()
+        live = self.follow(started["id"], on_stage=on_stage, live_traffic=live_traffic)
+        seconds = round(time.monotonic() - began, 1)
+        # Until the gateway's cached aliases expire, it may route new sessions by those the
+        # evolution moved (to a canary it rolled back, say): the next traffic waits.
+        time.sleep(self.catalog_ttl)
+        return Evolution(started["id"], live, began, seconds, started.get("ui"))
+
+    def follow(
+        self,
+        evolution_id: str,
+        *,
+        on_stage: Callable[[str], None],
+        live_traffic: Callable[[], None],
+    ) -> dict[str, Any]:
+        """Poll the evolution to its end, telling `on_stage` each new stage in words and
+        calling `live_traffic` again and again while its live gates watch.
+
+        Returns its last live state (with its `outcome`).
+
+        Raises:
+            SimulationError: it did not end within `timeout` seconds.
+        """
+        deadline = time.monotonic() + self.timeout
+        shown = None
+        while time.monotonic() < deadline:
+            found = self.control.evolution(evolution_id)
+            live = found.get("live") or {}
+            stage = live.get("stage") or (found.get("record") or {}).get("stage")
+            if stage != shown:
+                on_stage(stage_words(stage, live))
+                shown = stage
+            if live.get("outcome"):
+                return live
+            if stage in LIVE_STAGES:
+                live_traffic()
+            else:
+                time.sleep(0.4)
+        raise SimulationError(
+            f"evolution {evolution_id} did not finish within {self.timeout:.0f}s; "
+            "see it in the Temporal UI"
+        )
 
 
 def stage_words(stage: str | None, live: dict[str, Any]) -> str:
