@@ -32,11 +32,11 @@ from typing import Any
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHistory
 
-from evoplane.demo.reporting import QuietReporter
 from evoplane.scenarios.catalog import by_name
 from evoplane.scenarios.runner import AdminCLI, SuiteScale, Tenancy, _ScenarioRun
 from evoplane.scenarios.upstream import ModelServer
 from evoplane.settings import Settings, load_settings
+from evoplane.simulation.progress import QuietReporter
 from tests.support.intervals import most_at_once
 
 # The suite's scenarios whose fix is a memory item or a tool-schema edit.
@@ -124,7 +124,7 @@ def _free_port() -> int:
 
 
 async def _bench(settings: Settings, args: argparse.Namespace) -> list[RoundFigures]:
-    from evoplane.demo.stack import stack
+    from evoplane.simulation.stack import stack
     from evoplane.worker import connect
 
     counts = sorted({int(count) for count in args.workers.split(",")})

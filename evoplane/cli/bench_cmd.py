@@ -38,8 +38,8 @@ def scenarios(
     """Play the scenario suite: each scenario injects one failure into another world and
     checks that the control plane chooses the right change and that it works (about 30 min
     on 2 cores)."""
-    from evoplane.demo.stack import stack
     from evoplane.scenarios.catalog import SCENARIOS, by_name
+    from evoplane.simulation.stack import stack
 
     if listed:
         for scenario in SCENARIOS:
@@ -129,7 +129,7 @@ def demo(
 def _play_demo(rounds, seed: int, data_dir: Path, reporter):
     from evoplane.demo.runner import run_demo
     from evoplane.demo.scale import FULL
-    from evoplane.demo.stack import stack
+    from evoplane.simulation.stack import stack
 
     with stack(load_settings(data_dir=data_dir)) as endpoints, reporter:
         return run_demo(endpoints, rounds, scale=FULL, seed=seed, reporter=reporter)

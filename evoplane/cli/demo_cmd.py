@@ -40,7 +40,7 @@ def demo(
     from evoplane.demo.report import facts, print_facts, round_block, summary
     from evoplane.demo.runner import run_demo
     from evoplane.demo.scale import FULL, SMALL
-    from evoplane.demo.stack import stack
+    from evoplane.simulation.stack import stack
 
     settings = load_settings(data_dir=data_dir)
     chosen = by_name(only or None, rounds)

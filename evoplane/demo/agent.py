@@ -3,10 +3,10 @@
 The agent is ordinary tool-calling code. It asks the model (with the shop's tools for order
 tickets, without them for questions), runs the tool the model called (the platform validates
 the arguments), asks again when the platform refuses the call, and answers the customer from
-the tool's result. Besides the completions it uses the two endpoints any app on Evoplane may
-call: `/v1/events` to report the tool runs it executed and how each ticket ended, and
-`/v1/feedback` for its widget's thumbs, "wrong tool" and correction buttons. It never sees
-versions, harnesses or memory: the gateway applies them.
+the tool's result. It reports the tool runs it executed and how each ticket ended to
+`/v1/events`, and a refused call scores the model's call 0 on `/v1/feedback`; its widget's
+thumbs, "wrong tool" and correction buttons send the customers' reports
+(`evoplane.simulation.agent`).
 """
 
 from __future__ import annotations
@@ -14,11 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-import openai
-
 from evoplane.demo import world
 from evoplane.demo.tools import Platform, Ticket, ToolRun
+from evoplane.simulation.agent import GatewayAgent
 
 __all__ = ["Reply", "SupportAgent"]
 
@@ -49,22 +47,14 @@ class Conversation:
     messages: list[dict[str, Any]] = field(default_factory=list)
 
 
-class SupportAgent:
+class SupportAgent(GatewayAgent):
     """One shop's agent: an OpenAI client pointed at the gateway, and the shop's tools."""
 
     def __init__(
         self, agent: str, tenant: str, api_key: str, base_url: str, platform: Platform
     ) -> None:
-        self.agent, self.tenant = agent, tenant
+        super().__init__(agent, tenant, api_key, base_url)
         self.platform = platform
-        self.client = openai.OpenAI(base_url=base_url, api_key=api_key, max_retries=2, timeout=120)
-        self.http = httpx.Client(
-            base_url=base_url, headers={"Authorization": f"Bearer {api_key}"}, timeout=60
-        )
-
-    def close(self) -> None:
-        self.client.close()
-        self.http.close()
 
     def open(self, ticket: Ticket, session: str, task_type: str) -> Conversation:
         system = {"role": "system", "content": world.agent_system(self.tenant)}
@@ -94,30 +84,23 @@ class SupportAgent:
         )
         refused = 0
         for attempt in range(ATTEMPTS):
-            raw = self.client.chat.completions.with_raw_response.create(
-                model=self.agent,
-                messages=conversation.messages,
-                **({"tools": tools} if tools else {}),
+            message, headers = self.complete(
+                conversation.messages,
+                tools,
+                session=conversation.session,
+                metadata={"task_type": conversation.task_type},
                 temperature=1.0,
                 seed=seed * 8 + attempt,
                 max_tokens=MAX_TOKENS,
-                metadata={"task_type": conversation.task_type},
-                extra_headers={"X-Session-Id": conversation.session},
             )
-            message = raw.parse().choices[0].message
-            served = {
-                "event_id": raw.headers["X-Evoplane-Event-Id"],
-                "trajectory_id": raw.headers["X-Evoplane-Trajectory-Id"],
-                "version": raw.headers["X-Evoplane-Version"],
-                "calls": attempt + 1,
-            }
-            if not message.tool_calls:
-                text = (message.content or "").strip()
+            served = {**headers, "calls": attempt + 1}
+            if not message.get("tool_calls"):
+                text = (message.get("content") or "").strip()
                 conversation.messages.append({"role": "assistant", "content": text})
                 return Reply(text=text, tool=None, refused=refused, **served)
-            call = message.tool_calls[0]
+            call = message["tool_calls"][0]
             run = self.platform.run(
-                call.function.name, call.function.arguments, conversation.ticket
+                call["function"]["name"], call["function"]["arguments"], conversation.ticket
             )
             self._report_run(conversation, call, run, served["event_id"])
             if run.ok:
@@ -133,67 +116,26 @@ class SupportAgent:
 
     # --- what the app reports -----------------------------------------------------------
 
-    def _report_run(self, conversation: Conversation, call: Any, run: ToolRun, event_id: str):
+    def _report_run(
+        self, conversation: Conversation, call: dict[str, Any], run: ToolRun, event_id: str
+    ) -> None:
         """A tool call the agent executed, as its own record; a refused one also scores
         the model's call 0 (its arguments did not fit the tool)."""
-        outcome: dict[str, Any] = {"success": run.ok, "tool_return": run.result}
-        if not run.ok:
-            outcome.update(error_class=run.result["error_type"], error_message=run.result["error"])
-        self._post(
-            "/events",
-            {
-                "session_id": conversation.session,
-                "agent": self.agent,
-                "kind": "tool_call",
-                "parent_event_id": event_id,
-                "tool_call": {
-                    "id": call.id,
-                    "name": call.function.name,
-                    "arguments": call.function.arguments,
-                },
-                "outcome": outcome,
-                "side_effects": run.side_effects,
-            },
+        self.report_tool_run(
+            conversation.session,
+            call,
+            parent_event_id=event_id,
+            ok=run.ok,
+            result=run.result,
+            side_effects=run.side_effects,
+            error_class=None if run.ok else run.result["error_type"],
+            error_message=None if run.ok else run.result["error"],
         )
         if not run.ok:
-            self._post("/feedback", {"event_id": event_id, "name": "tool_outcome", "score": 0.0})
-
-    def thumbs(self, reply: Reply, up: bool) -> None:
-        self._post("/feedback", {"event_id": reply.event_id, "thumbs": "up" if up else "down"})
-
-    def flag(self, reply: Reply, category: str, correction: str | None = None) -> None:
-        """The widget's "report a problem": a category, and what the answer should have said."""
-        body: dict[str, Any] = {
-            "event_id": reply.event_id,
-            "thumbs": "down",
-            "category": category,
-            "category_score": 0.0,
-        }
-        if correction:
-            body["correction"] = correction
-        self._post("/feedback", body)
-
-    def correct(self, reply: Reply, correction: str) -> None:
-        """The widget's "correct this answer" box."""
-        self._post(
-            "/feedback", {"event_id": reply.event_id, "thumbs": "down", "correction": correction}
-        )
+            self.post("/feedback", {"event_id": event_id, "name": "tool_outcome", "score": 0.0})
 
     def close_ticket(self, reply: Reply, success: bool) -> None:
-        self._post(
-            "/events",
-            {
-                "trajectory_id": reply.trajectory_id,
-                "kind": "task_outcome",
-                "outcome": {"success": success},
-                "side_effects": False,
-            },
-        )
-
-    def _post(self, path: str, body: dict[str, Any]) -> None:
-        response = self.http.post(path, json=body)
-        if response.status_code >= 400:
-            raise RuntimeError(f"POST {path} answered {response.status_code}: {response.text}")
+        self.report_outcome(success, trajectory_id=reply.trajectory_id)
 
 
 def _reply_text(run: ToolRun) -> str:

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from evoplane.demo.report import facts
-from evoplane.demo.reporting import DemoResult, EvolutionRow, Reporter
+from evoplane.demo.reporting import DemoResult, EvolutionRow
+from evoplane.simulation.progress import Reporter
 
 __all__ = ["RoundRun", "Run", "Summary", "markdown", "play_runs", "read_runs", "summarise"]
 

@@ -12,16 +12,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from rich.console import Console, Group, RenderableType
-from rich.rule import Rule
-from rich.table import Table
+from rich.console import Console, RenderableType
 from rich.text import Text
 
 from evoplane.demo.reporting import EvolutionRow
+from evoplane.simulation.report import LABEL, labelled_block, number, summary_table
 
 __all__ = ["Fact", "facts", "print_facts", "round_block", "summary"]
-
-_LABEL = 9  # the width of a block's labels
 
 
 @dataclass(frozen=True)
@@ -161,23 +158,20 @@ def round_block(row: EvolutionRow) -> RenderableType:
     """One evolution as a block: a rule with the round's name, a labelled line each for its
     result, drift, signals, decision, gates, outcome, reward and time, then its links, each
     on a line of its own that never wraps (print the block with `crop=False`)."""
-    body = Table.grid(padding=(0, 1))
-    body.add_column(width=_LABEL, no_wrap=True, style="dim")
-    body.add_column(ratio=1, overflow="fold")
-    for label, text in [("result", _verdict(row)), *_lines(row)]:
-        body.add_row(label, Text.from_markup(text))
+    said = [("result", _verdict(row)), *_lines(row)]
+    lines = [(label, Text.from_markup(text)) for label, text in said]
     named = (("Temporal", row.temporal_url), ("MLflow", row.mlflow_url))
     links = [
-        Text(f"{name:<{_LABEL}} {url}", no_wrap=True, overflow="ignore")
+        Text(f"{name:<{LABEL}} {url}", no_wrap=True, overflow="ignore")
         for name, url in named
         if url
     ]
-    return Group(Rule(f"[bold]{row.round}[/bold]", align="left", style="dim"), body, *links)
+    return labelled_block(row.round, lines, *links)
 
 
 def summary(rows: Sequence[EvolutionRow], title: str) -> RenderableType:
     """One line per evolution (round, decision, outcome, reward), within 80 columns."""
-    grid = Table(title=title, title_justify="left", box=None, padding=(0, 1), expand=False)
+    grid = summary_table(title)
     grid.add_column("round", no_wrap=True)
     grid.add_column("decision", no_wrap=True)
     grid.add_column("outcome", overflow="fold")
@@ -231,7 +225,7 @@ def _signals(row: EvolutionRow) -> str:
     s = row.signals
     said = [
         f"{s.get('trajectories')} trajectories, {s.get('tenants')} tenants; success "
-        f"{_pct(s.get('success_rate'))}, reward {_num(s.get('reward_mean'))}, corrections "
+        f"{_pct(s.get('success_rate'))}, reward {number(s.get('reward_mean'))}, corrections "
         f"{_pct(s.get('correction_rate'))}, tool errors {_pct(s.get('tool_error_rate'))}"
     ]
     if s.get("top_cluster_kind"):
@@ -324,7 +318,7 @@ def _first_sentence(reason: str) -> str:
 def _change(before: float | None, after: float | None) -> str:
     """`before -> after (+delta)`, to three places: a small gain must not read as none."""
     if before is None or after is None:
-        return f"{_num(before)} -> {_num(after)}"
+        return f"{number(before)} -> {number(after)}"
     return f"{before:.3f} -> {after:.3f} ({after - before:+.3f})"
 
 
@@ -332,10 +326,6 @@ def _escape(text: str) -> str:
     from rich.markup import escape
 
     return escape(text)
-
-
-def _num(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
 
 
 def _pct(value: float | None) -> str:

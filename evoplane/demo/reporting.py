@@ -1,11 +1,11 @@
-"""What the demo reports: one row per evolution, the result, and the reporter it tells."""
+"""What the demo reports: one row per evolution, and the result."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-__all__ = ["DemoResult", "EvolutionRow", "QuietReporter", "Reporter"]
+__all__ = ["DemoResult", "EvolutionRow"]
 
 
 @dataclass
@@ -44,29 +44,3 @@ class DemoResult:
     agent: str
     seconds: float
     tickets: int
-
-
-class Reporter(Protocol):
-    """What the CLI shows while the demo runs (progress bars); the tests pass a quiet one."""
-
-    def phase(self, text: str, total: int | None = None) -> None: ...
-
-    def advance(self, count: int = 1) -> None: ...
-
-    def stage(self, text: str) -> None: ...
-
-    def row(self, row: EvolutionRow) -> None: ...
-
-
-class QuietReporter:
-    def phase(self, text: str, total: int | None = None) -> None:
-        pass
-
-    def advance(self, count: int = 1) -> None:
-        pass
-
-    def stage(self, text: str) -> None:
-        pass
-
-    def row(self, row: EvolutionRow) -> None:
-        pass

@@ -24,23 +24,21 @@ from evoplane.control.client import ControlClient
 from evoplane.demo import world
 from evoplane.demo.agent import SupportAgent
 from evoplane.demo.drifts import Round
-from evoplane.demo.reporting import DemoResult, EvolutionRow, QuietReporter, Reporter
+from evoplane.demo.reporting import DemoResult, EvolutionRow
 from evoplane.demo.scale import FULL, DemoScale
-from evoplane.demo.stack import Endpoints
 from evoplane.demo.tools import Platform
 from evoplane.demo.traffic import Traffic
 from evoplane.demo.users import Outcome
+from evoplane.simulation.evolutions import Operator, persons_change
+from evoplane.simulation.progress import QuietReporter, Reporter
+from evoplane.simulation.stack import Endpoints
+from evoplane.simulation.traffic import first_time_success
 
-__all__ = ["MODEL_DIR", "DemoError", "run_demo"]
+__all__ = ["MODEL_DIR", "run_demo"]
 
 MODEL_DIR = Path(__file__).parent / "model"
 COST_CAP = 24  # tokens
 REVIEWER = "lea (support lead)"
-_LIVE_STAGES = {"shadow", "canary"}
-
-
-class DemoError(RuntimeError):
-    """The demo could not go on; the message says where it stopped and why."""
 
 
 def run_demo(
@@ -84,6 +82,7 @@ class _Demo:
         self.model = model
         self.engine = create_db_engine(endpoints.registry_url)
         self.control = ControlClient(endpoints.control, endpoints.admin_token)
+        self.operator = Operator(self.control, scale.evolution_timeout, endpoints.catalog_ttl)
         self.platform = Platform()
         self.run_id = uuid.uuid4().hex[:6]
         self.name = agent
@@ -189,10 +188,12 @@ class _Demo:
         options = self._options(round_, start)
         if round_.plan == "cost_cut":
             options.update(
-                force="harness",
-                candidate=self._capped_spec(),
-                actor="sam (finance)",
-                reason=f"cap answers at {COST_CAP} tokens to cut cost",
+                persons_change(
+                    "harness",
+                    self._capped_spec(),
+                    actor="sam (finance)",
+                    reason=f"cap answers at {COST_CAP} tokens to cut cost",
+                )
             )
         return self._evolve(round_, options, before)
 
@@ -203,11 +204,13 @@ class _Demo:
         before = self._play(round_, count, "traffic before the hotfix")
         hotfix = self._options(round_, start)
         hotfix.update(
-            force="harness",
-            candidate=self._hotfix_spec(),
-            skip_gates=["replay", "shadow", "canary"],
-            actor="ana (on call)",
-            reason="hotfix: shorter instructions, fewer tokens",
+            persons_change(
+                "harness",
+                self._hotfix_spec(),
+                actor="ana (on call)",
+                reason="hotfix: shorter instructions, fewer tokens",
+                gated=False,
+            )
         )
         first = self._evolve(round_, hotfix, before, expected="(person's hotfix)")
         promoted = datetime.now(UTC)
@@ -290,19 +293,20 @@ class _Demo:
         expected: str | None = None,
     ) -> EvolutionRow:
         stable_before = self._stable()
-        started = self.control.evolve(self.agent, options)
-        evolution_id = started["id"]
-        clock = time.monotonic()
-        live = self._follow(round_, evolution_id)
-        row = _row(round_, evolution_id, live, expected or round_.expected)
-        row.seconds = round(time.monotonic() - clock, 1)
-        row.temporal_url = started.get("ui")
+        # The demo's stack keeps its registry on SQLite, which cannot announce alias moves:
+        # `evolve` waits out the gateway's cached aliases before the next traffic.
+        evolution = self.operator.evolve(
+            self.agent,
+            options,
+            on_stage=lambda words: self.reporter.stage(f"{round_.name}: {words}"),
+            live_traffic=lambda: self._live_traffic(round_),
+        )
+        live, clock = evolution.live, evolution.began
+        row = _row(round_, evolution.id, live, expected or round_.expected)
+        row.seconds = evolution.seconds
+        row.temporal_url = evolution.ui
         row.mlflow_url = self._mlflow_url(live.get("mlflow_run_id"))
         row.stable_before, row.stable_after = stable_before, self._stable()
-        # The demo's stack keeps its registry on SQLite, which cannot announce alias moves:
-        # until the gateway's cached aliases expire, it may route new sessions by those the
-        # evolution moved (to a canary it rolled back, say), so the next traffic waits.
-        time.sleep(self.endpoints.catalog_ttl)
         canary = _last_gate(row.gates, "canary")
         if canary is not None and not canary.get("skipped"):
             reward = _metric(canary, "reward")
@@ -316,31 +320,10 @@ class _Demo:
         row.scenario_after = _success(served, round_.scenario)
         return row
 
-    def _follow(self, round_: Round, evolution_id: str) -> dict[str, Any]:
-        """Poll the evolution to its end, playing traffic while its live gates watch."""
-        deadline = time.monotonic() + self.scale.evolution_timeout
-        shown = None
-        while time.monotonic() < deadline:
-            found = self.control.evolution(evolution_id)
-            live = found.get("live") or {}
-            record = found.get("record") or {}
-            stage = live.get("stage") or record.get("stage")
-            if stage != shown:
-                self.reporter.stage(f"{round_.name}: {_stage_words(stage, live)}")
-                shown = stage
-            if live.get("outcome"):
-                return live
-            if stage in _LIVE_STAGES:
-                assert self.traffic is not None
-                self.traffic.tickets(
-                    round_.mix, self.scale.concurrency, on_ticket=self.reporter.advance
-                )
-            else:
-                time.sleep(0.4)
-        raise DemoError(
-            f"evolution {evolution_id} did not finish within {self.scale.evolution_timeout:.0f}s; "
-            "see it in the Temporal UI"
-        )
+    def _live_traffic(self, round_: Round) -> None:
+        """A few of the round's tickets while the live gates watch."""
+        assert self.traffic is not None
+        self.traffic.tickets(round_.mix, self.scale.concurrency, on_ticket=self.reporter.advance)
 
     # --- reading the registry -----------------------------------------------------------
 
@@ -395,22 +378,6 @@ class _Demo:
         return run_link(self.endpoints.mlflow, experiment, run_id)
 
 
-def _stage_words(stage: str | None, live: dict[str, Any]) -> str:
-    words = {
-        "started": "evolution started",
-        "analysing": "analysing the window",
-        "deciding": "deciding",
-        "building": f"building a {live.get('action') or ''} candidate",
-        "replay": "replay gate",
-        "shadow": f"shadow gate on {live.get('candidate_version')}",
-        "canary": f"canary gate on {live.get('candidate_version')}",
-        "promoting": "promoting",
-        "rolling_back": "rolling back",
-        "done": f"done: {live.get('outcome')}",
-    }
-    return words.get(stage or "", stage or "starting")
-
-
 def _settle() -> None:
     """Give the gateway's capture writer a moment to commit the last rewards."""
     time.sleep(0.5)
@@ -423,10 +390,7 @@ def _free_name(name: str, taken: set[str]) -> str:
 
 
 def _success(outcomes: Sequence[Outcome], labels: Sequence[str]) -> float | None:
-    chosen = [o for o in outcomes if o.label in labels]
-    if not chosen:
-        return None
-    return round(sum(o.first_try for o in chosen) / len(chosen), 3)
+    return first_time_success(o.first_try for o in outcomes if o.label in labels)
 
 
 def _last_gate(gates: list[dict[str, Any]], name: str) -> dict[str, Any] | None:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from evoplane.demo.agent import SupportAgent
 from evoplane.demo.users import Customer, Outcome, TicketKind
+from evoplane.simulation.traffic import play_sessions
 
 __all__ = ["Traffic"]
 
@@ -53,18 +52,10 @@ class Traffic:
     ) -> list[Outcome]:
         """Play `count` tickets (and keep going for at least `at_least` seconds), with
         `concurrency` customers at the desk at any time: a new one comes as one leaves."""
-        started = time.monotonic()
-        done: list[Outcome] = []
-        with ThreadPoolExecutor(self.concurrency) as pool:
-            open_: set[Future[Outcome]] = set()
-            while True:
-                while len(open_) < self.concurrency and (
-                    len(done) + len(open_) < count or time.monotonic() - started < at_least
-                ):
-                    open_.add(pool.submit(self._one, mix))
-                if not open_:
-                    return done
-                closed, open_ = wait(open_, return_when=FIRST_COMPLETED)
-                for ticket in closed:
-                    done.append(ticket.result())
-                    on_ticket()
+        return play_sessions(
+            lambda: self._one(mix),
+            count,
+            concurrency=self.concurrency,
+            at_least=at_least,
+            on_done=on_ticket,
+        )

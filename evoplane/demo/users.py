@@ -20,6 +20,7 @@ from evoplane.demo import world
 from evoplane.demo.agent import Reply, SupportAgent
 from evoplane.demo.tools import Ticket
 from evoplane.demo.world import FACTS, HARD, NORMAL, Intent
+from evoplane.simulation.feedback import widget_report
 
 __all__ = ["MAX_TRIES", "Customer", "Outcome", "TicketKind"]
 
@@ -105,12 +106,9 @@ class Customer:
         wanted = world.TOOL_OF[kind.intent]
         for attempt in range(1, MAX_TRIES + 1):
             if reply.tool == wanted:
-                agent.thumbs(reply, True)
+                _report(agent, reply, good=True)
                 return reply, True, attempt
-            if reply.tool is not None:
-                agent.flag(reply, "wrong_tool")
-            else:
-                agent.thumbs(reply, False)
+            _report(agent, reply, category="wrong_tool" if reply.tool is not None else None)
             if attempt < MAX_TRIES:
                 reply = agent.regenerate(conversation, seed=seed + 7919 * attempt)
         return reply, False, MAX_TRIES
@@ -118,17 +116,31 @@ class Customer:
     def _question(self, agent, conversation, kind, reply: Reply, seed: int):
         fact = FACTS[kind.topic]
         if fact.line.casefold() in reply.text.casefold():
-            agent.thumbs(reply, True)
+            _report(agent, reply, good=True)
             return reply, True, 1
         if kind.report == "correct":
             if self.rng.random() < 0.5:
                 agent.answer(conversation, fact.correction, seed=seed + 1)
             else:
-                agent.correct(reply, fact.correction)
+                _report(agent, reply, correction=fact.correction)
         elif kind.report == "tell":
-            agent.correct(reply, self.rng.choice(fact.told))
+            _report(agent, reply, correction=self.rng.choice(fact.told))
         elif kind.report == "policy":
-            agent.flag(reply, "policy", correction=fact.line)
+            _report(agent, reply, category="policy", correction=fact.line)
         else:
-            agent.thumbs(reply, False)
+            _report(agent, reply)
         return reply, False, 1
+
+
+def _report(
+    agent: SupportAgent,
+    reply: Reply,
+    *,
+    good: bool = False,
+    category: str | None = None,
+    correction: str | None = None,
+) -> None:
+    """The shop's widget: a thumb, and a category ("wrong tool", "against our policy") or a
+    correction with a thumb down."""
+    report = widget_report("thumbs", good=good, category=category, correction=correction)
+    agent.feedback({"event_id": reply.event_id}, report)

@@ -4,7 +4,8 @@ Ordinary tool-calling code: it sends the conversation and its tools, runs the to
 calls against the world's API, sends the result back and returns the model's answer. Teams
 write agents differently, and each world's agent does (`AgentStyle`): on chat completions,
 the Responses API or Anthropic's Messages API; some report the tools they ran and how a
-task ended to `/v1/events`, some stream, some name the task type.
+task ended to `/v1/events`, some stream, some name the task type. What it shares with the
+demo's agent (the SDK clients, the app's reports) is `evoplane.simulation.agent`'s.
 """
 
 from __future__ import annotations
@@ -13,10 +14,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import httpx
-
-from evoplane.scenarios.clients import client_for
 from evoplane.scenarios.world import Task, World
+from evoplane.simulation.agent import GatewayAgent
 
 __all__ = ["AgentStyle", "Conversation", "Reply", "ScenarioAgent"]
 
@@ -63,21 +62,14 @@ class Conversation:
     messages: list[dict[str, Any]] = field(default_factory=list)
 
 
-class ScenarioAgent:
+class ScenarioAgent(GatewayAgent):
     """One tenant's deployment of the team's agent, with the tenant's key."""
 
     def __init__(
         self, agent: str, tenant: str, key: str, gateway: str, world: World, style: AgentStyle
     ) -> None:
-        self.agent, self.tenant, self.world, self.style = agent, tenant, world, style
-        self.client = client_for(style.protocol, gateway, key)
-        self.http = httpx.Client(
-            base_url=gateway, headers={"Authorization": f"Bearer {key}"}, timeout=60
-        )
-
-    def close(self) -> None:
-        self.client.close()
-        self.http.close()
+        super().__init__(agent, tenant, key, gateway, style.protocol)
+        self.world, self.style = world, style
 
     def ask(self, conversation: Conversation, text: str) -> Reply:
         """The user says `text`; the agent answers, running the tools the model calls."""
@@ -95,8 +87,7 @@ class ScenarioAgent:
 
     def _complete(self, conversation: Conversation) -> tuple[dict[str, Any], dict[str, Any]]:
         metadata = {"task_type": conversation.task.kind} if self.style.task_types else None
-        return self.client.complete(
-            self.agent,
+        return self.complete(
             conversation.messages,
             self.world.tool_specs(),
             session=conversation.session,
@@ -122,56 +113,17 @@ class ScenarioAgent:
             {"role": "tool", "tool_call_id": call["id"], "content": result_text}
         )
         if self.style.reports_tools:
-            self._report_tool(conversation, call, result_text, ok, event_id)
+            self.report_tool_run(
+                conversation.session,
+                call,
+                parent_event_id=event_id,
+                ok=ok,
+                result=_maybe_json(result_text),
+                side_effects=False,
+                error_class="api_error",
+                error_message=result_text,
+            )
         return name, arguments if isinstance(arguments, dict) else {}, ok
-
-    # --- what the app reports -------------------------------------------------------------
-
-    def _report_tool(
-        self, conversation: Conversation, call: dict, result: str, ok: bool, event_id: str | None
-    ) -> None:
-        outcome: dict[str, Any] = {"success": ok, "tool_return": _maybe_json(result)}
-        if not ok:
-            outcome.update(error_class="api_error", error_message=result)
-        self.post(
-            "/events",
-            {
-                "session_id": conversation.session,
-                "agent": self.agent,
-                "kind": "tool_call",
-                "parent_event_id": event_id,
-                "tool_call": {
-                    "id": call["id"],
-                    "name": call["function"]["name"],
-                    "arguments": call["function"]["arguments"],
-                },
-                "outcome": outcome,
-                "side_effects": False,
-            },
-        )
-
-    def target(self, conversation: Conversation, reply: Reply) -> dict[str, Any]:
-        """What feedback on `reply` names: its llm call, else (streamed) the session."""
-        if reply.event_id is not None:
-            return {"event_id": reply.event_id}
-        return {"session_id": conversation.session, "agent": self.agent}
-
-    def report_outcome(self, conversation: Conversation, success: bool) -> None:
-        self.post(
-            "/events",
-            {
-                "session_id": conversation.session,
-                "agent": self.agent,
-                "kind": "task_outcome",
-                "outcome": {"success": success},
-                "side_effects": False,
-            },
-        )
-
-    def post(self, path: str, body: dict[str, Any]) -> None:
-        response = self.http.post(path, json=body)
-        if response.status_code >= 400:
-            raise RuntimeError(f"POST {path} answered {response.status_code}: {response.text}")
 
 
 def _maybe_json(text: str) -> Any:

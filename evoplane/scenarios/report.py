@@ -7,15 +7,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.console import Group, RenderableType
-from rich.rule import Rule
-from rich.table import Table
 from rich.text import Text
 
 from evoplane.scenarios.runner import ScenarioResult
+from evoplane.simulation.report import labelled_block, number, summary_table
 
 __all__ = ["block", "markdown", "table"]
 
-_LABEL = 9  # the width of a block's labels
 _COLUMNS = ("scenario", "world", "expected", "chosen", "gates", "outcome", "success", "time", "")
 
 
@@ -42,39 +40,35 @@ def _rows(results: Sequence[ScenarioResult]) -> list[tuple[str, ...]]:
 
 
 def _success(before: float | None, after: float | None) -> str:
-    def shown(value: float | None) -> str:
-        return "-" if value is None else f"{value:.2f}"
-
-    return f"{shown(before)} -> {shown(after)}" if after is not None else shown(before)
+    return f"{number(before)} -> {number(after)}" if after is not None else number(before)
 
 
 def block(result: ScenarioResult) -> RenderableType:
     """One scenario as it ends: a rule with its name, then a labelled line each for its
     world, every evolution (expected and chosen, gates, outcome, success) and its result.
     Words wrap whole, so it reads at 80 columns and in a log."""
-    body = Table.grid(padding=(0, 1))
-    body.add_column(width=_LABEL, no_wrap=True, style="dim")
-    body.add_column(ratio=1, overflow="fold")
-    body.add_row("world", result.domain)
+    lines: list[tuple[str, str | Text]] = [("world", result.domain)]
     for record in result.evolutions:
         mark = "✓" if record.action in record.expected else "✗"
-        body.add_row(
-            "evolution",
-            f"expected {'/'.join(record.expected)}, chose {record.action or '-'} {mark}; "
-            f"{record.outcome or '-'}; success {_success(record.before, record.after)}",
+        lines.append(
+            (
+                "evolution",
+                f"expected {'/'.join(record.expected)}, chose {record.action or '-'} {mark}; "
+                f"{record.outcome or '-'}; success {_success(record.before, record.after)}",
+            )
         )
         if record.gates:
-            body.add_row("gates", " ".join(record.gates))
-    body.add_row("took", f"{result.seconds:.0f} s")
+            lines.append(("gates", " ".join(record.gates)))
+    lines.append(("took", f"{result.seconds:.0f} s"))
     verdict = "pass" if result.passed else f"FAIL: {result.why}"
-    body.add_row("result", Text(verdict, style=None if result.passed else "red"))
-    return Group(Rule(f"[bold]{result.name}[/bold]", align="left", style="dim"), body)
+    lines.append(("result", Text(verdict, style=None if result.passed else "red")))
+    return labelled_block(result.name, lines)
 
 
 def table(results: Sequence[ScenarioResult], title: str) -> RenderableType:
     """The suite's summary, one line per evolution within 80 columns (the gates are in each
     scenario's block and the Markdown), then why each failed scenario failed."""
-    shown = Table(title=title, title_justify="left", box=None, padding=(0, 1), expand=False)
+    shown = summary_table(title)
     for name in ("scenario", "chosen", "outcome", "success", "time", ""):
         shown.add_column(name, no_wrap=name != "outcome", overflow="fold")
     for result in results:

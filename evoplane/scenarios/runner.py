@@ -19,28 +19,27 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from evoplane.control.client import ControlClient
-from evoplane.demo.reporting import QuietReporter, Reporter
-from evoplane.demo.stack import Endpoints
 from evoplane.scenarios.agent import ScenarioAgent
 from evoplane.scenarios.catalog import Expect, Load, Scenario
 from evoplane.scenarios.model import ScriptedModel
 from evoplane.scenarios.upstream import ModelServer
 from evoplane.scenarios.users import User, Visit
 from evoplane.scenarios.world import World
+from evoplane.simulation.evolutions import Operator, SimulationError, persons_change
+from evoplane.simulation.progress import QuietReporter, Reporter
+from evoplane.simulation.stack import Endpoints
+from evoplane.simulation.traffic import first_time_success, play_sessions
 
 __all__ = ["EvolutionRecord", "ScenarioError", "ScenarioResult", "SuiteScale", "run_scenarios"]
 
-_LIVE_STAGES = {"shadow", "canary"}
 
-
-class ScenarioError(RuntimeError):
+class ScenarioError(SimulationError):
     """The suite could not go on; the message says where it stopped and why."""
 
 
@@ -202,6 +201,7 @@ class _ScenarioRun:
         models[self.model] = ScriptedModel(self.world)
         self.tenants = {tenant: tenancy.name(tenant) for tenant in self.world.tenants}
         self.control = ControlClient(endpoints.control, endpoints.admin_token)
+        self.operator = Operator(self.control, scale.evolution_timeout, endpoints.catalog_ttl)
         self.agents: dict[str, ScenarioAgent] = {}
         self.ledger: list[tuple[float, Visit]] = []
         self._lock = threading.Lock()
@@ -216,7 +216,7 @@ class _ScenarioRun:
             self._setup()
             result.evolutions = self._play()
             result.passed, result.why = _verdict(self.scenario.expect, result.evolutions)
-        except ScenarioError as error:
+        except SimulationError as error:
             result.why = str(error)
         finally:
             for agent in self.agents.values():
@@ -259,7 +259,7 @@ class _ScenarioRun:
             self._traffic(self.scenario.sessions, "traffic with the failure in")
             options = self._options(since)
             if self.scenario.plan == "candidate":
-                options.update(force=expect.actions[0], candidate=self._changed_spec())
+                options.update(persons_change(expect.actions[0], self._changed_spec()))
             record = self._evolve(expect, options, clock)
             records.append(record)
         return records
@@ -270,11 +270,13 @@ class _ScenarioRun:
         self._traffic(self.scenario.sessions, "traffic before the hot-fix")
         options = self._options(since)
         options.update(
-            force="harness",
-            candidate=self._changed_spec(),
-            skip_gates=["replay", "shadow", "canary"],
-            actor="a person on call",
-            reason="hot-fix: shorter instructions",
+            persons_change(
+                "harness",
+                self._changed_spec(),
+                actor="a person on call",
+                reason="hot-fix: shorter instructions",
+                gated=False,
+            )
         )
         self._evolve(Expect(("harness",), False), options, clock, measure=False)
         promoted, hotfix_clock = datetime.now(UTC), time.monotonic()
@@ -301,40 +303,31 @@ class _ScenarioRun:
         self, expect: Expect, options: dict[str, Any], clock: float, *, measure: bool = True
     ) -> EvolutionRecord:
         record = EvolutionRecord(expected=expect.actions)
-        started = self.control.evolve(self.agent, options)
-        record.evolution_id = started["id"]
-        began = time.monotonic()
-        live = self._follow(record.evolution_id)
-        record.seconds = round(time.monotonic() - began, 1)
+        evolution = self.operator.evolve(
+            self.agent, options, on_stage=self._stage, live_traffic=self._live_traffic
+        )
+        live = evolution.live
+        record.evolution_id, record.seconds = evolution.id, evolution.seconds
         record.action, record.outcome = live.get("action"), live.get("outcome")
         record.reason = live.get("reason") or ""
         record.gates = [_gate_words(gate) for gate in live.get("gates") or []]
-        time.sleep(self.endpoints.catalog_ttl)  # the gateway's cached aliases catch up
         if measure:
-            record.before = self._success(expect.target, since=clock, until=began)
+            record.before = self._success(expect.target, since=clock, until=evolution.began)
             if expect.fixes:
                 record.after = self._after(expect)
         return record
 
     def _follow(self, evolution_id: str) -> dict[str, Any]:
-        deadline = time.monotonic() + self.scale.evolution_timeout
-        shown = None
-        while time.monotonic() < deadline:
-            found = self.control.evolution(evolution_id)
-            live = found.get("live") or {}
-            stage = live.get("stage") or (found.get("record") or {}).get("stage")
-            if stage != shown:
-                self.reporter.stage(f"{self.scenario.name}: {stage}")
-                shown = stage
-            if live.get("outcome"):
-                return live
-            if stage in _LIVE_STAGES:
-                self._traffic(self.scale.concurrency, f"{stage} traffic", quiet=True)
-            else:
-                time.sleep(0.4)
-        raise ScenarioError(
-            f"evolution {evolution_id} did not finish in {self.scale.evolution_timeout:.0f}s"
+        """Follow an evolution started elsewhere to its end (benchmarks.control_plane)."""
+        return self.operator.follow(
+            evolution_id, on_stage=self._stage, live_traffic=self._live_traffic
         )
+
+    def _stage(self, words: str) -> None:
+        self.reporter.stage(f"{self.scenario.name}: {words}")
+
+    def _live_traffic(self) -> None:
+        self._traffic(self.scale.concurrency, "live traffic", quiet=True)
 
     def _changed_spec(self) -> dict[str, Any]:
         """The spec a person writes by hand: the agent's own, with their change."""
@@ -366,17 +359,14 @@ class _ScenarioRun:
         until: float | None = None,
         version: str | None = None,
     ) -> float | None:
-        chosen = [
-            visit
+        return first_time_success(
+            visit.ok
             for at, visit in self.ledger
             if at >= since
             and (until is None or at < until)
             and (version is None or visit.version == version)
             and (not target or _matches(visit, target))
-        ]
-        if not chosen:
-            return None
-        return round(sum(visit.ok for visit in chosen) / len(chosen), 3)
+        )
 
     def _traffic(
         self,
@@ -391,22 +381,13 @@ class _ScenarioRun:
         if not quiet:
             self.reporter.phase(f"{self.scenario.name}: {text}", total=count)
         loads = list(loads or self.scenario.traffic)
-        started = time.monotonic()
-        done = 0
-        with ThreadPoolExecutor(self.scale.concurrency) as pool:
-            open_: set[Future[None]] = set()
-            while True:
-                while len(open_) < self.scale.concurrency and (
-                    done + len(open_) < count or time.monotonic() - started < at_least
-                ):
-                    open_.add(pool.submit(self._session, loads))
-                if not open_:
-                    return
-                closed, open_ = wait(open_, return_when=FIRST_COMPLETED)
-                for future in closed:
-                    future.result()
-                    done += 1
-                    self.reporter.advance()
+        play_sessions(
+            lambda: self._session(loads),
+            count,
+            concurrency=self.scale.concurrency,
+            at_least=at_least,
+            on_done=self.reporter.advance,
+        )
 
     def _session(self, loads: Sequence[Load]) -> None:
         with self._lock:

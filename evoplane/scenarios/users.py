@@ -12,10 +12,11 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from evoplane.scenarios.agent import Conversation, Reply, ScenarioAgent
 from evoplane.scenarios.world import Task, World
+from evoplane.simulation.feedback import Rating, widget_report
 
 __all__ = ["FeedbackStyle", "Problem", "User", "Visit", "problems"]
 
@@ -51,7 +52,7 @@ class FeedbackStyle:
     """
 
     channel: Literal["turn", "box"] = "turn"
-    rating: Literal["score", "thumbs", "none"] = "score"
+    rating: Rating = "score"
     categories: bool = False
     rate_good: float = 0.5
     explain: float = 0.9
@@ -122,7 +123,7 @@ class User:
             self._rate(agent, conversation, reply)
         if agent.style.reports_outcome and task.tool is not None:
             done = any(n == task.tool and ok for n, _, ok in reply.ran)
-            agent.report_outcome(conversation, done)
+            agent.report_outcome(done, session=session)
         return Visit(task.kind, agent.tenant, not found, reply.version)
 
     def _walk(self, agent: ScenarioAgent, conversation: Conversation) -> Visit:
@@ -144,13 +145,12 @@ class User:
                 text = self.rng.choice(procedure.go_on)
                 continue
             guided = True
-            report = self._rating(good=False)
-            if report:
-                agent.post("/feedback", {**agent.target(conversation, reply), **report})
+            report = widget_report(self.style.rating, good=False)
+            agent.feedback(agent.target(conversation.session, reply.event_id), report)
             text = self.rng.choice(procedure.guidance)
         finished = all(step in done for step in procedure.steps)
         if agent.style.reports_outcome:
-            agent.report_outcome(conversation, finished)
+            agent.report_outcome(finished, session=conversation.session)
         version = reply.version if reply is not None else ""
         return Visit(task.kind, agent.tenant, finished and not guided, version)
 
@@ -159,13 +159,13 @@ class User:
     ) -> None:
         words = self.rng.choice(list(problem.words)) if problem.words else None
         explained = words if self.rng.random() < self.style.explain else None
-        report = self._rating(good=False)
-        if self.style.categories:
-            report.update(category=CATEGORIES[problem.kind], category_score=0.0)
-        if explained and self.style.channel == "box":
-            report["correction"] = explained
-        if report:
-            agent.post("/feedback", {**agent.target(conversation, reply), **report})
+        report = widget_report(
+            self.style.rating,
+            good=False,
+            category=CATEGORIES[problem.kind] if self.style.categories else None,
+            correction=explained if self.style.channel == "box" else None,
+        )
+        agent.feedback(agent.target(conversation.session, reply.event_id), report)
         if explained and self.style.channel == "turn":
             world = agent.world
             if (
@@ -177,13 +177,5 @@ class User:
             agent.ask(conversation, explained)
 
     def _rate(self, agent: ScenarioAgent, conversation: Conversation, reply: Reply) -> None:
-        report = self._rating(good=True)
-        if report:
-            agent.post("/feedback", {**agent.target(conversation, reply), **report})
-
-    def _rating(self, *, good: bool) -> dict[str, Any]:
-        if self.style.rating == "score":
-            return {"score": 1.0 if good else 0.0}
-        if self.style.rating == "thumbs":
-            return {"thumbs": "up" if good else "down"}
-        return {}
+        report = widget_report(self.style.rating, good=True)
+        agent.feedback(agent.target(conversation.session, reply.event_id), report)

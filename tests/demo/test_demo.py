@@ -20,8 +20,8 @@ from evoplane.demo.report import facts
 from evoplane.demo.reporting import DemoResult
 from evoplane.demo.runner import run_demo
 from evoplane.demo.scale import SMALL
-from evoplane.demo.stack import stack
 from evoplane.settings import Settings
+from evoplane.simulation.stack import stack
 from registry import ReviewKind, ReviewStatus, create_db_engine, list_review_items, transaction
 
 pytestmark = [pytest.mark.temporal, pytest.mark.slow, pytest.mark.timeout(600)]

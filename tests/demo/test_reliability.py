@@ -15,7 +15,8 @@ from evoplane.demo.reliability import (
     read_runs,
     summarise,
 )
-from evoplane.demo.reporting import DemoResult, EvolutionRow, QuietReporter
+from evoplane.demo.reporting import DemoResult, EvolutionRow
+from evoplane.simulation.progress import QuietReporter
 
 
 def _row(round_: str, action: str, before: float, after: float, outcome="promoted"):

@@ -25,10 +25,10 @@ import pytest
 from sqlmodel import select
 
 from atdp import EventKind, protocol_request
-from evoplane.demo.stack import stack
 from evoplane.scenarios.catalog import CI_SUBSET, by_name
 from evoplane.scenarios.runner import ScenarioResult, run_scenarios
 from evoplane.settings import Settings
+from evoplane.simulation.stack import stack
 from registry import create_db_engine, transaction
 from registry.tables import EventRow, TrajectoryRow
 

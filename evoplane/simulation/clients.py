@@ -1,6 +1,6 @@
 """The SDKs a team may write its agent on, each pointed at the gateway by its base URL.
 
-Every team keeps its conversation its own way; the scenario agent keeps it as chat
+Every team keeps its conversation its own way; the simulated agents keep it as chat
 messages, and each client here speaks its protocol with that SDK the way such an agent
 does: chat completions on `openai`, the Responses API on `openai` (sending the whole
 conversation as input items, as the OpenAI Agents SDK does), the Messages API on
@@ -26,12 +26,22 @@ class ModelClient(Protocol):
         self,
         agent: str,
         messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
         *,
         session: str,
         metadata: dict[str, str] | None,
-        stream: bool,
-    ) -> tuple[dict[str, Any], Served]: ...
+        stream: bool | None,
+        **sampling: Any,
+    ) -> tuple[dict[str, Any], Served]:
+        """The assistant's turn for `messages`, and what the gateway said served it.
+
+        Args:
+            tools: the tools offered (None: none, as a request that must not act).
+            stream: ask for a streamed answer; None leaves it to the API's default.
+            sampling: decoding parameters as the API names them (`temperature`, `seed`,
+                `max_tokens`), where the agent sets them.
+        """
+        ...
 
     def close(self) -> None: ...
 
@@ -74,15 +84,18 @@ class ChatClient:
     def __init__(self, sdk: openai.OpenAI) -> None:
         self.sdk = sdk
 
-    def complete(self, agent, messages, tools, *, session, metadata, stream):
+    def complete(self, agent, messages, tools, *, session, metadata, stream, **sampling):
         extra = {"metadata": metadata} if metadata else {}
+        if tools is not None:
+            extra["tools"] = tools
+        if stream is not None:
+            extra["stream"] = stream
         raw = self.sdk.chat.completions.with_raw_response.create(
             model=agent,
             messages=messages,
-            tools=tools,
-            stream=stream,
             extra_headers={"X-Session-Id": session},
             **extra,
+            **sampling,
         )
         parsed = raw.parse()
         if not stream:
@@ -119,15 +132,16 @@ class ResponsesClient:
     def __init__(self, sdk: openai.OpenAI) -> None:
         self.sdk = sdk
 
-    def complete(self, agent, messages, tools, *, session, metadata, stream):
+    def complete(self, agent, messages, tools, *, session, metadata, stream, **sampling):
         extra = {"metadata": metadata} if metadata else {}
         raw = self.sdk.responses.with_raw_response.create(
             model=agent,
             input=_input_items(messages),
-            tools=[{"type": "function", **tool["function"]} for tool in tools],
-            stream=stream,
+            tools=[{"type": "function", **tool["function"]} for tool in tools or []],
+            stream=bool(stream),
             extra_headers={"X-Session-Id": session},
             **extra,
+            **sampling,
         )
         parsed = raw.parse()
         if stream:
@@ -183,19 +197,18 @@ class MessagesClient:
             base_url=gateway.removesuffix("/v1"), api_key=key, max_retries=2, timeout=120
         )
 
-    def complete(self, agent, messages, tools, *, session, metadata, stream):
+    def complete(self, agent, messages, tools, *, session, metadata, stream, **sampling):
         system = [m["content"] for m in messages if m["role"] == "system"]
         extra: dict[str, Any] = {"metadata": metadata} if metadata else {}
         if system:
             extra["system"] = "\n\n".join(system)
         raw = self.sdk.messages.with_raw_response.create(
             model=agent,
-            max_tokens=MAX_TOKENS,
             messages=_turns(messages),
-            tools=[_anthropic_tool(tool["function"]) for tool in tools],
-            stream=stream,
+            tools=[_anthropic_tool(tool["function"]) for tool in tools or []],
+            stream=bool(stream),
             extra_headers={"X-Session-Id": session},
-            **extra,
+            **{"max_tokens": MAX_TOKENS, **extra, **sampling},
         )
         parsed = raw.parse()
         blocks = _streamed_blocks(parsed) if stream else [b.model_dump() for b in parsed.content]

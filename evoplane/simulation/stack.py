@@ -1,5 +1,6 @@
-"""The stack the demo talks to: a running one's endpoints, or `evoplane up`'s services started
-for the length of the demo (Temporal and MLflow only where the settings name none)."""
+"""The stack a simulation talks to (the demo, the scenario suite): a running one's endpoints,
+or `evoplane up`'s services started for the length of the run (Temporal and MLflow only
+where the settings name none)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from dataclasses import dataclass
 
 from evoplane.settings import Settings
 
-__all__ = ["DEMO_CATALOG_TTL", "Endpoints", "endpoints_of", "stack"]
+__all__ = ["EMBEDDED_CATALOG_TTL", "Endpoints", "endpoints_of", "stack"]
 
-DEMO_CATALOG_TTL = 0.5  # seconds
+EMBEDDED_CATALOG_TTL = 0.5  # seconds
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def stack(
         if down:
             raise StackError(
                 f"the running stack is missing {', '.join(down)}; start it with `evoplane up` "
-                "(or drop --use-running to let the demo start its own)"
+                "(or drop --use-running to let the run start its own)"
             )
         yield endpoints_of(settings)
         return
@@ -73,9 +74,9 @@ def stack(
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     # The rounds wait for alias moves to reach the gateway between evolutions: a short
-    # cache keeps that wait short (the demo's registry is on this machine).
+    # cache keeps that wait short (the embedded registry is on this machine).
     if "EVOPLANE_CATALOG_TTL" not in os.environ:
-        settings = settings.model_copy(update={"catalog_ttl": DEMO_CATALOG_TTL})
+        settings = settings.model_copy(update={"catalog_ttl": EMBEDDED_CATALOG_TTL})
     services = embedded_services(settings)
     for service in services:
         service.check_ports(settings.host)
