@@ -278,7 +278,7 @@ async def mixed_loop(
                 target.url, json=payload, headers={**target.headers, "X-Session-Id": sid}
             ) as r:
                 await r.read()
-                assert r.status == 200, await r.text()
+                assert r.status == 200, f"{target.url}: {r.status} {await r.text()}"
             return (time.perf_counter() - started) * 1000, r.headers.get("Server-Timing", "")
 
         async def one_client(index: int) -> None:

@@ -17,6 +17,13 @@ import aiohttp
 import uvicorn
 
 
+def upstream_connector() -> aiohttp.TCPConnector:
+    """Pooled connections to the upstream, dropped after 4 s idle as the gateway's are
+    (`proxy.engines.openai_compat.KEEPALIVE_S`): below the upstream server's own 5 s, so a
+    request never goes out on a connection the upstream is closing (a 500 here)."""
+    return aiohttp.TCPConnector(limit=0, keepalive_timeout=4.0)
+
+
 def passthrough_app(upstream: str):
     """An ASGI app that POSTs each request body to `upstream` + path and relays the answer."""
     session: aiohttp.ClientSession | None = None
@@ -31,7 +38,7 @@ def passthrough_app(upstream: str):
             await send({"type": "lifespan.shutdown.complete"})
             return
         if session is None:
-            session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+            session = aiohttp.ClientSession(connector=upstream_connector())
         body, more = b"", True
         while more:
             message = await receive()

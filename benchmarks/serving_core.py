@@ -52,7 +52,7 @@ from benchmarks.gateway_latency import (
     start_gateway,
     wait_for,
 )
-from benchmarks.passthrough import passthrough_app
+from benchmarks.passthrough import passthrough_app, upstream_connector
 from benchmarks.support import ROOT, drop_schema, start_upstream
 
 UPSTREAM_ENV = "SERVING_CORE_UPSTREAM"
@@ -74,7 +74,7 @@ class RsgiPassthrough:
 
     async def __rsgi__(self, scope, protocol) -> None:
         if self.session is None:
-            self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+            self.session = aiohttp.ClientSession(connector=upstream_connector())
         body = await protocol()
         async with self.session.post(
             self.upstream + scope.path.removeprefix("/v1"),
