@@ -11,6 +11,7 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -188,6 +189,23 @@ class Recorder:
         records += [CaptureRecord("event", event) for event in events]
         return records, events
 
+    def governed_records(
+        self,
+        state: SessionState,
+        policy: TenantPolicy,
+        raw: list[EventDocument],
+        events: list[EventDocument],
+        rewards: Iterable[Any],
+    ) -> tuple[list[CaptureRecord], list[EventDocument]]:
+        """The records of events already governed and redacted (`events`, from `raw`):
+        sealed copies if the tenant wants them, the rewards they imply, the trajectory the
+        first time; and the events as stored. Their owners are remembered for feedback."""
+        records, stored = self.records(state, raw, events, self.seal_key_for(policy))
+        records += [CaptureRecord("reward", reward) for reward in rewards]
+        trajectory = state.trajectory
+        self.remember(trajectory.tenant, trajectory.id, [event["id"] for event in stored])
+        return records, stored
+
     def submit(self, records: list[CaptureRecord]) -> None:
         """One spool write: durable once this returns."""
         self.writer.submit(records)
@@ -211,11 +229,10 @@ class Recorder:
         policy = await self.catalog.policy(tenant)
         governance = governance_document(policy, training_opt_out=False, now=utcnow())
         event = {**event, "governance": governance}
-        stored = self.redactor_for(policy).redact_document(event)
-        records, (stored,) = self.records(state, [event], [stored], self.seal_key_for(policy))
-        records += [CaptureRecord("reward", reward) for reward in implicit_rewards([stored])]
+        redacted = self.redactor_for(policy).redact_document(event)
+        rewards = implicit_rewards([redacted])
+        records, (stored,) = self.governed_records(state, policy, [event], [redacted], rewards)
         self.submit(records)
-        self.remember(tenant, state.trajectory.id, [stored["id"]])
         return stored
 
     async def record_feedback(

@@ -264,12 +264,8 @@ class TraceIngest:
         result: IngestResult,
     ) -> list[CaptureRecord]:
         recorder = self.service.recorder
-        trajectory = state.session.trajectory
-        seal_key = recorder.seal_key_for(policy)
-        records, events = recorder.records(state.session, raw, events, seal_key)
-        records += [CaptureRecord("reward", reward) for reward in rewards]
-        recorder.remember(trajectory.tenant, trajectory.id, [e["id"] for e in events])
-        result.trajectories.append(trajectory.id)
+        records, _ = recorder.governed_records(state.session, policy, raw, events, rewards)
+        result.trajectories.append(state.session.trajectory.id)
         return records
 
 
