@@ -36,8 +36,8 @@ def scenarios(
     ),
 ) -> None:
     """Play the scenario suite: each scenario injects one failure into another world and
-    checks that the control plane chooses the right change and that it works (about 30 min
-    on 2 cores)."""
+    checks that the control plane chooses the right change and that it works (about 12 min
+    on an idle 2-core host)."""
     from evoplane.scenarios.catalog import SCENARIOS, by_name
     from evoplane.simulation.stack import stack
 
