@@ -194,6 +194,7 @@ def main() -> None:
     processes: list[subprocess.Popen] = []
     schemas: list[str] = []
     targets = {"direct": Target(f"{upstream_url}/chat/completions", {})}
+    data = tempfile.TemporaryDirectory(prefix="serving-core-")  # the gateways' spools
     try:
         for offset, kind in enumerate(BARE, start=1):
             process = start_bare(kind, upstream_url, port + offset)
@@ -201,7 +202,6 @@ def main() -> None:
             targets[kind] = Target(
                 f"http://127.0.0.1:{port + offset}/v1/chat/completions", {}, process
             )
-        data = Path(tempfile.mkdtemp(prefix="serving-core-"))
         if not args.no_gateway:
             for offset, (name, start) in enumerate(
                 [("gateway", start_gateway), ("gateway-granian", start_gateway_on_granian)],
@@ -209,7 +209,7 @@ def main() -> None:
             ):
                 url, schema, key = prepare_registry(upstream_url)
                 schemas.append(schema)
-                process = start(url, data / name, port + offset)
+                process = start(url, Path(data.name) / name, port + offset)
                 processes.append(process)
                 targets[name] = Target(
                     f"http://127.0.0.1:{port + offset}/v1/chat/completions",
@@ -235,25 +235,36 @@ def main() -> None:
         upstream.wait(10)
         for schema in schemas:
             drop_schema(schema)
+        data.cleanup()
     if args.write:
         with (ROOT / "benchmarks" / "RESULTS.md").open("a") as results:
             results.write("\n".join(_report(args, rows)) + "\n")
 
 
+def _added(row: dict[str, Measured]):
+    """Each target's figures against the direct call: (name, added p50, the paired
+    difference of round p50s with its 90% interval, added p99, CPU ms a request)."""
+    direct = row["direct"]
+    for name, measured in row.items():
+        if name != "direct":
+            yield (
+                name,
+                measured.p50 - direct.p50,
+                paired_difference(measured.round_p50s, direct.round_p50s),
+                measured.p99 - direct.p99,
+                measured.cpu + measured.drain_cpu,
+            )
+
+
 def _rows(row: dict[str, Measured]) -> list[str]:
-    """One line per target: added p50 and p99 against direct, the paired difference of
-    round p50s with its 90% interval, and CPU per request."""
+    """One line per target, as `_added` gives its figures."""
     direct = row["direct"]
     lines = [f"{'direct':20s} p50 {direct.p50:6.2f} ms  p99 {direct.p99:6.2f} ms"]
-    for name, measured in row.items():
-        if name == "direct":
-            continue
-        added, low, high = paired_difference(measured.round_p50s, direct.round_p50s)
+    for name, p50, (added, low, high), p99, cpu in _added(row):
         lines.append(
-            f"{name:20s} adds p50 {measured.p50 - direct.p50:5.2f} ms "
+            f"{name:20s} adds p50 {p50:5.2f} ms "
             f"(paired {added:5.2f}, 90% {low:5.2f}..{high:5.2f})  "
-            f"p99 {measured.p99 - direct.p99:6.2f} ms  "
-            f"CPU {measured.cpu + measured.drain_cpu:5.2f} ms/request"
+            f"p99 {p99:6.2f} ms  CPU {cpu:5.2f} ms/request"
         )
     return lines
 
@@ -274,15 +285,10 @@ def _report(args, rows) -> list[str]:
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for clients, row in rows:
-        direct = row["direct"]
-        for name, measured in row.items():
-            if name == "direct":
-                continue
-            added, low, high = paired_difference(measured.round_p50s, direct.round_p50s)
+        for name, p50, (added, low, high), p99, cpu in _added(row):
             lines.append(
-                f"| {clients} | {name} | {measured.p50 - direct.p50:.2f} | "
-                f"{added:.2f} ({low:.2f}..{high:.2f}) | {measured.p99 - direct.p99:.2f} | "
-                f"{measured.cpu + measured.drain_cpu:.2f} |"
+                f"| {clients} | {name} | {p50:.2f} | {added:.2f} ({low:.2f}..{high:.2f}) | "
+                f"{p99:.2f} | {cpu:.2f} |"
             )
     return lines
 

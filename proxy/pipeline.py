@@ -111,7 +111,7 @@ class ServingPipeline:
         """Overlay `body` for `version` and send it to the upstream at `base_url` (the
         route's replica); the answer is awaited from the call returned."""
         overlaid = await self.overlay(body, version, tenant, harness=harness)
-        engine = self.engines.engine_for(version, base_url)
+        engine = self.engine(version, base_url)
         sent = asyncio.Event()
         if stream:
             chunks = engine.stream(overlaid.body, model=overlaid.model, timeout=self.timeout)
