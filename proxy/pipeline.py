@@ -87,10 +87,6 @@ class ServingPipeline:
         spec = version.spec if harness else version.spec.model_copy(update={"harness": Harness()})
         return apply_overlays(body, spec, memory, tenant=tenant)
 
-    def engine(self, version: AgentVersion, base_url: str | None) -> UpstreamEngine:
-        """The upstream that serves `version` at `base_url` (its route's replica)."""
-        return self.engines.engine_for(version, base_url)
-
     async def complete(
         self, engine: UpstreamEngine, overlaid: Overlaid, sent: asyncio.Event | None = None
     ) -> dict[str, Any]:
@@ -111,7 +107,7 @@ class ServingPipeline:
         """Overlay `body` for `version` and send it to the upstream at `base_url` (the
         route's replica); the answer is awaited from the call returned."""
         overlaid = await self.overlay(body, version, tenant, harness=harness)
-        engine = self.engine(version, base_url)
+        engine = self.engines.engine_for(version, base_url)
         sent = asyncio.Event()
         if stream:
             chunks = engine.stream(overlaid.body, model=overlaid.model, timeout=self.timeout)

@@ -116,7 +116,7 @@ async def count_tokens(request: Request) -> Response:
     agent = headers.get("x-evoplane-agent") or body["model"]
     admitted = await admit(service, identity, headers, agent, headers.get("x-session-id"))
     route, overlaid = await service.prepare(admitted, chat)
-    engine = service.pipeline.engine(route.version, route.base_url)
+    engine = service.pipeline.engines.engine_for(route.version, route.base_url)
     one_token = replace(overlaid, body={**overlaid.body, "max_tokens": 1, "stream": False})
     completion = await service.complete(engine, one_token)
     counted = (completion.get("usage") or {}).get("prompt_tokens")
