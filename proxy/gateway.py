@@ -21,6 +21,7 @@ from proxy.pipeline import ServingPipeline
 from proxy.rate_limit import RateLimit
 from proxy.router import Router
 from proxy.service import GatewayService
+from proxy.shadow import Shadows
 from proxy.telemetry import CallTelemetry
 from registry import ChangeListener, SessionRoute, check_schema, create_db_engine
 
@@ -51,14 +52,17 @@ class Gateway:
         self.telemetry = CallTelemetry(config)
         self.recorder = Recorder(config, self.writer, self.catalog, self.telemetry)
         self.engines = EnginePool.of(config)
+        pipeline = ServingPipeline(self.engines, self.catalog.memory_index, config.upstream_timeout)
+        self.shadows = Shadows(pipeline, self.recorder)
         self.service = GatewayService(
             config,
             self.catalog,
             AccessControl(self.catalog),
             RateLimit(config.rate_limit),
             self.router,
-            ServingPipeline(self.engines, self.catalog.memory_index, config.upstream_timeout),
+            pipeline,
             self.recorder,
+            self.shadows,
         )
         self._background: set[asyncio.Task] = set()
 
@@ -97,7 +101,7 @@ class Gateway:
 
     async def close(self) -> None:
         await self.router.drain()
-        await self.service.aclose()
+        await self.shadows.aclose()
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)

@@ -7,13 +7,11 @@ from the process's long-lived parts.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any
 
-from atdp import Traffic, new_id
+from atdp import new_id
 from proxy.admission import Admitted
 from proxy.auth import AccessControl
 from proxy.capture.recorder import Recorder, Served
@@ -24,13 +22,12 @@ from proxy.errors import GatewayError
 from proxy.pipeline import ServingPipeline, UpstreamCall
 from proxy.rate_limit import RateLimit
 from proxy.router import Route, Router
+from proxy.shadow import Shadows
 from proxy.streaming import ChatStream
-from registry import AgentVersion, NotFoundError
+from registry import NotFoundError
 from runtime.version.overlays import Overlaid
 
 __all__ = ["GatewayService", "Served", "new_session_id", "upstream_failure"]
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
@@ -44,8 +41,7 @@ class GatewayService:
     router: Router
     pipeline: ServingPipeline
     recorder: Recorder
-    shadow_failures: int = field(default=0, init=False)
-    _shadows: set[asyncio.Task] = field(default_factory=set, init=False, repr=False)
+    shadows: Shadows
 
     async def serve(
         self,
@@ -82,7 +78,7 @@ class GatewayService:
         latency_ms = call.elapsed_ms()
         gone = admitted.gone is not None and await admitted.gone()
         served = self.recorder.finish(capture, response, latency_ms, delivered=not gone)
-        self._shadow(admitted, body, route)
+        self.shadows.copy(admitted, body, route)
         return restored, served
 
     async def stream(
@@ -134,7 +130,7 @@ class GatewayService:
             streamed.protocol,
             stored,
         )
-        self._shadow(admitted, streamed.body, route)
+        self.shadows.copy(admitted, streamed.body, route)
         return served
 
     async def _send(
@@ -200,37 +196,6 @@ class GatewayService:
             return await self.pipeline.complete(engine, overlaid)
         except (UpstreamTimeout, UpstreamError) as error:
             raise upstream_failure(error) from None
-
-    # --- shadow -------------------------------------------------------------------------
-
-    def _shadow(self, admitted: Admitted, body: dict, route: Route) -> None:
-        """Copy a user's request to the route's shadow version, if it has one, in the
-        background."""
-        if route.shadow is None or admitted.traffic is not Traffic.USER:
-            return
-        task = asyncio.create_task(self.shadow(admitted, body, route.shadow))
-        self._shadows.add(task)
-        task.add_done_callback(self._shadows.discard)
-
-    async def shadow(self, admitted: Admitted, body: dict, version: AgentVersion) -> None:
-        """Serve a copy to the shadow version and record it; never affects the primary."""
-        try:
-            served = await self.pipeline.serve(body, version, admitted.identity.tenant)
-            shadowed = replace(admitted, traffic=Traffic.SHADOW)
-            await self.recorder.record_exchange(
-                shadowed, body, served.overlaid, version, served.response, served.latency_ms
-            )
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:  # noqa: BLE001 - a shadow failure is logged, never raised
-            self.shadow_failures += 1
-            log.warning("shadow request to %s failed: %s", version.id, error)
-
-    async def aclose(self) -> None:
-        """Cancel the shadow copies still under way."""
-        for task in list(self._shadows):
-            task.cancel()
-        await asyncio.gather(*self._shadows, return_exceptions=True)
 
 
 def upstream_failure(error: UpstreamError | UpstreamTimeout | GatewayError) -> GatewayError:

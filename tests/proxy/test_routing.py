@@ -294,7 +294,7 @@ def test_a_hanging_or_failing_shadow_changes_nothing_for_the_user(live, upstream
             time.sleep(0.05)
         time.sleep(0.3)
     assert third.choices[0].message.content.startswith("echo: ok")
-    assert server.gateway.service.shadow_failures >= 1
+    assert server.gateway.shadows.failures >= 1
     _, events = stored(server, engine, "acme", "shadowed-3", version="support-bot@v1")
     assert [e.metadata.traffic for e in events] == ["user", "user"]
     server.flush()
