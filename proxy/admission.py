@@ -6,14 +6,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from atdp import Traffic
-from registry import ApiKeyIdentity
+from registry import ApiKeyIdentity, TenantPolicy
 
 __all__ = ["Admitted"]
 
 
 @dataclass(frozen=True)
 class Admitted:
-    """Who calls, which agent and session, and how the call is served.
+    """Who calls, which agent and session, under which tenant policy (what its capture may
+    keep and how), and how the call is served.
 
     Evaluation traffic (replays, optimisers) may `pin` a version and leave out its
     `harness`; it is never shadowed and never training data.
@@ -23,6 +24,7 @@ class Admitted:
     agent: str
     session: str
     training_opt_out: bool
+    policy: TenantPolicy
     traffic: Traffic = Traffic.USER
     pin: str | None = None
     harness: bool = True

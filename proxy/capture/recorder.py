@@ -348,7 +348,7 @@ class Recorder:
         if state is None or state.trajectory.versions.agent_version_id != version.id:
             trajectory = new_trajectory(tenant, agent, session, version, overlaid.task_type)
             state = book.start(trajectory)
-        policy = await self.catalog.policy(tenant)
+        policy = admitted.policy
         # Only real users' data may train: shadow and evaluation traffic never does.
         opt_out = admitted.training_opt_out or traffic is not Traffic.USER
         governance = governance_document(policy, training_opt_out=opt_out, now=utcnow())

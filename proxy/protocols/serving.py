@@ -111,8 +111,8 @@ async def admit(
     gone: Callable[[], Awaitable[bool]] | None = None,
 ) -> Admitted:
     """Check that the key may use `agent` now (404/403/429 otherwise) and read the
-    request's training and evaluation headers, and whether an SDK retries it; no session
-    given starts a new one. `gone`: whether the client has disconnected."""
+    request's training and evaluation headers, whether an SDK retries it and the tenant's
+    policy; no session given starts a new one. `gone`: whether the client has disconnected."""
     await service.access.authorize(identity, agent)
     service.rate_limit.check(identity.tenant)
     try:
@@ -125,7 +125,10 @@ async def admit(
     minted = not session
     session = new_session_id() if minted else str(session)[:200]
     retry = _retry_count(headers.get("x-stainless-retry-count"))
-    return Admitted(identity, agent, session, opt_out, traffic, pin, harness, minted, retry, gone)
+    policy = await service.catalog.policy(identity.tenant)
+    return Admitted(
+        identity, agent, session, opt_out, policy, traffic, pin, harness, minted, retry, gone
+    )
 
 
 def _retry_count(header: str | None) -> int:
