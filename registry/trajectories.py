@@ -27,6 +27,7 @@ __all__ = [
     "get_trajectory",
     "insert_events",
     "list_trajectories",
+    "next_event_seq",
     "record_trajectory",
     "stored_response_id",
     "trajectories_holding",
@@ -233,6 +234,18 @@ def get_events(session: Session, tenant: TenantScope, trajectory_id: uuid.UUID) 
         select(*STORED).where(EventRow.trajectory_id == trajectory_id), EventRow.tenant, tenant
     )
     return stored_events(session, session.execute(statement.order_by(EventRow.seq)))
+
+
+def next_event_seq(session: Session, tenant: TenantScope, trajectory_id: uuid.UUID) -> int:
+    """The sequence number a trajectory's next event takes: one past its last stored event
+    (0 for none, or for another tenant's trajectory). One indexed read, not its events."""
+    statement = scoped(
+        select(sa.func.max(EventRow.seq)).where(EventRow.trajectory_id == trajectory_id),
+        EventRow.tenant,
+        tenant,
+    )
+    last = session.exec(statement).one()
+    return 0 if last is None else last + 1
 
 
 def trajectory_events(

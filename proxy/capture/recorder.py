@@ -60,9 +60,9 @@ from registry import (
     SealedEvent,
     TenantPolicy,
     TrajectoryEnd,
-    get_events,
     get_trajectory,
     last_activity,
+    next_event_seq,
     seal_event,
     session_progress,
 )
@@ -323,9 +323,8 @@ class Recorder:
         """(the next sequence number, the session) of a trajectory this process no longer
         holds (after a restart): from the registry, after the last stored event."""
         await self.flush()
-        events = await self.catalog.run(get_events, tenant, trajectory_id)
         trajectory = await self.catalog.run(get_trajectory, tenant, trajectory_id)
-        return (events[-1].seq + 1) if events else 0, trajectory.session
+        return await self.catalog.run(next_event_seq, tenant, trajectory_id), trajectory.session
 
     # --- an exchange with a model, in two phases around the upstream call ------------------
 

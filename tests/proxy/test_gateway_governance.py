@@ -333,3 +333,38 @@ def test_idle_sessions_are_closed_and_abandonment_is_a_weak_signal(
     assert [(r.name, r.confidence) for r in quiet_rewards] == [("session_completed", 0.2)]
     assert finished.ended_at is not None and finished.outcome.status == "unknown"
     assert [r.name for r in done_rewards] == ["task_success"]
+
+
+def test_an_event_reported_after_a_restart_continues_its_trajectory(
+    world, registry_url, tmp_path
+) -> None:
+    """A gateway that no longer holds the trajectory (it restarted) numbers the reported
+    event after the last one stored."""
+    import uuid
+
+    from proxy.config import GatewayConfig
+    from tests.support.gateway import GatewayServer
+
+    engine, keys = world
+    as_acme = {"Authorization": f"Bearer {keys['acme']}"}
+    config = GatewayConfig(database_url=registry_url, spool_dir=tmp_path / "spool")
+    with GatewayServer(config) as server:
+        served = client(server, keys["acme"]).chat.completions.with_raw_response.create(
+            model="support-bot",
+            messages=[{"role": "user", "content": "where is my parcel?"}],
+            extra_headers={"X-Session-Id": "before-restart"},
+        )
+        server.flush()
+    trajectory_id = served.headers["x-evoplane-trajectory-id"]
+    with GatewayServer(config) as server:
+        reported = httpx.post(
+            f"{server.base_url}/events",
+            headers=as_acme,
+            json={"trajectory_id": trajectory_id, "kind": "task_outcome", "outcome": {}},
+        )
+        assert reported.status_code == 201, reported.text
+        server.flush()
+    with transaction(engine) as session:
+        events = get_events(session, "acme", uuid.UUID(trajectory_id))
+    assert [e.seq for e in events] == list(range(len(events))) and len(events) >= 3
+    assert events[-1].kind == "task_outcome"

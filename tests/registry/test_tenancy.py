@@ -20,6 +20,7 @@ from registry import (
     list_memory_items,
     list_rewards,
     list_trajectories,
+    next_event_seq,
     record_trajectory,
     transaction,
 )
@@ -32,6 +33,19 @@ TENANTS = ("acme", "globex", "initech")
 def world(engine):
     seed_world(engine, tenants=TENANTS)
     return engine
+
+
+@settings(max_examples=10)
+@given(seqs=st.sets(st.integers(min_value=0, max_value=50), max_size=6))
+def test_the_next_event_seq_follows_the_last_stored_event_for_its_owner_only(world, seqs) -> None:
+    t = trajectory("acme")
+    with transaction(world) as session:
+        record_trajectory(session, t)
+        insert_events(session, [event(t, seq) for seq in seqs])
+    with transaction(world) as session:
+        assert next_event_seq(session, "acme", t.id) == (max(seqs) + 1 if seqs else 0)
+        assert next_event_seq(session, ALL_TENANTS, t.id) == (max(seqs) + 1 if seqs else 0)
+        assert next_event_seq(session, "globex", t.id) == 0
 
 
 @settings(max_examples=10)
