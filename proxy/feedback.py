@@ -27,7 +27,7 @@ from atdp import (
     UserAction,
 )
 from proxy.errors import GatewayError
-from registry import NotFoundError, get_event, get_trajectory, list_trajectories
+from registry import NotFoundError
 
 __all__ = ["EventReport", "FeedbackReport", "record_event", "record_feedback"]
 
@@ -113,37 +113,16 @@ class EventReport(_Target):
 
 async def _locate(service, tenant: str, target: _Target) -> tuple[uuid.UUID, uuid.UUID | None]:
     """(trajectory id, event id) of the target, if `tenant` owns it; else 404."""
-    if target.event_id is not None:
-        recent = service.recorder.recent_events.get(str(target.event_id))
-        if recent is not None:
-            if recent[0] != tenant:
-                raise _not_found("event", target.event_id)
-            return recent[1], target.event_id
-        try:
-            event = await service.catalog.run(get_event, tenant, target.event_id)
-        except NotFoundError:
-            raise _not_found("event", target.event_id) from None
-        return event.trajectory_id, event.id
-    if target.trajectory_id is not None:
-        state = service.recorder.sessions.find_trajectory(target.trajectory_id)
-        if state is not None and state.trajectory.tenant == tenant:
-            return state.trajectory.id, None
-        try:
-            await service.catalog.run(get_trajectory, tenant, target.trajectory_id)
-        except NotFoundError:
-            raise _not_found("trajectory", target.trajectory_id) from None
-        return target.trajectory_id, None
-    state = service.recorder.sessions.find_session(tenant, target.session_id, target.agent)
-    if state is not None:
-        return state.trajectory.id, None
-    found = await service.catalog.run(
-        lambda s: list_trajectories(
-            s, tenant, agent=target.agent, session_id=target.session_id, limit=1
+    try:
+        return await service.recorder.locate(
+            tenant,
+            event_id=target.event_id,
+            trajectory_id=target.trajectory_id,
+            agent=target.agent,
+            session=target.session_id,
         )
-    )
-    if not found:
-        raise _not_found("session", target.session_id)
-    return found[0].id, None
+    except NotFoundError as error:
+        raise _not_found(error.what, error.key) from None
 
 
 def _not_found(what: str, key: object) -> GatewayError:

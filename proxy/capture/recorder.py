@@ -57,11 +57,14 @@ from proxy.signals import abandonment_reward, implicit_rewards
 from proxy.telemetry import CallTelemetry
 from registry import (
     AgentVersion,
+    NotFoundError,
     SealedEvent,
     TenantPolicy,
     TrajectoryEnd,
+    get_event,
     get_trajectory,
     last_activity,
+    list_trajectories,
     next_event_seq,
     seal_event,
     session_progress,
@@ -221,6 +224,55 @@ class Recorder:
             admitted.identity.tenant, admitted.agent, admitted.session
         )
         return state.trajectory.id if state is not None else None
+
+    def held_session(self, tenant: str, agent: str, session: str) -> SessionState | None:
+        """This process's state of a user's session, marked active now; None if it holds
+        none (the session starts here, or another gateway serves it)."""
+        state = self.sessions.get(tenant, agent, session)
+        if state is not None:
+            state.last_seen = time.monotonic()
+        return state
+
+    def open_session(
+        self, tenant: str, agent: str, session: str, version: AgentVersion
+    ) -> SessionState:
+        """A new trajectory for a user's session that starts here, served by `version`."""
+        return self.sessions.start(new_trajectory(tenant, agent, session, version))
+
+    async def locate(
+        self,
+        tenant: str,
+        *,
+        event_id: uuid.UUID | None = None,
+        trajectory_id: uuid.UUID | None = None,
+        agent: str | None = None,
+        session: str | None = None,
+    ) -> tuple[uuid.UUID, uuid.UUID | None]:
+        """(trajectory id, event id) of what feedback or a reported event names (an event,
+        else a trajectory, else a session's latest trajectory), if `tenant` owns it: from
+        what this process recorded, else from the registry. NotFoundError otherwise."""
+        if event_id is not None:
+            recent = self.recent_events.get(str(event_id))
+            if recent is not None:
+                if recent[0] != tenant:
+                    raise NotFoundError("event", event_id)
+                return recent[1], event_id
+            event = await self.catalog.run(get_event, tenant, event_id)
+            return event.trajectory_id, event.id
+        if trajectory_id is not None:
+            state = self.sessions.find_trajectory(trajectory_id)
+            if state is None or state.trajectory.tenant != tenant:
+                await self.catalog.run(get_trajectory, tenant, trajectory_id)
+            return trajectory_id, None
+        state = self.sessions.find_session(tenant, session, agent)
+        if state is not None:
+            return state.trajectory.id, None
+        found = await self.catalog.run(
+            lambda s: list_trajectories(s, tenant, agent=agent, session_id=session, limit=1)
+        )
+        if not found:
+            raise NotFoundError("session", session)
+        return found[0].id, None
 
     async def record_event(self, state: SessionState, event: EventDocument) -> EventDocument:
         """Govern, redact (and seal, if the tenant wants it) one event a user's traffic

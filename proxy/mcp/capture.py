@@ -18,7 +18,7 @@ from typing import Any
 import mcp_types as types
 
 from atdp import EventKind, ReplayClass, Traffic, new_id, utcnow
-from proxy.capture.events import EventDocument, SessionState, atdp_name, new_trajectory
+from proxy.capture.events import EventDocument, SessionState, atdp_name
 from proxy.capture.tool_results import tool_error_class
 from proxy.service import GatewayService
 from registry import AgentVersion, ApiKeyIdentity, McpServer
@@ -109,15 +109,13 @@ async def session_of(service: GatewayService, caller: McpCaller) -> McpExchange:
     """The caller's session and the version serving it: the one its model calls use, or,
     for a session that starts here, where the router places it."""
     tenant, agent = caller.tenant, caller.server.agent
-    sessions = service.recorder.sessions
-    state = sessions.get(tenant, agent, caller.session)
+    state = service.recorder.held_session(tenant, agent, caller.session)
     if state is not None:
-        state.last_seen = time.monotonic()
         version = await service.catalog.version(state.trajectory.versions.agent_version_id)
         return McpExchange(caller, state, version)
     route = await service.router.route(tenant, agent, caller.session)
     route = await service.router.settle(route)
-    state = sessions.start(new_trajectory(tenant, agent, caller.session, route.version))
+    state = service.recorder.open_session(tenant, agent, caller.session, route.version)
     return McpExchange(caller, state, route.version)
 
 
