@@ -48,8 +48,11 @@ run: install  ## the main job: the demo on the embedded stack (about 6 to 10 min
 up: install  ## the embedded stack in the foreground (Ctrl-C stops it)
 	$(BIN)/evoplane up
 
+# The suite should stay under about 15 minutes on 2 cores: the slowest tests are listed at
+# the end of every run, so whoever makes one longer sees it.
 test: install lint  ## lint (ruff, the docs' strict build), then the whole test suite
-	$(BIN)/pytest $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) $(PYTEST_ARGS)
+	$(BIN)/pytest $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile) \
+		--durations=20 $(PYTEST_ARGS)
 
 lint: install docs
 	$(BIN)/ruff check .
