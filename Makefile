@@ -10,8 +10,9 @@ EXTRAS ?= test,dspy,train,docs
 CONSTRAINTS ?= constraints/cpu.txt
 PYTEST_ARGS ?=
 # Test processes (pytest-xdist), each taking whole files: most tests wait on servers and
-# PostgreSQL, so two share two cores well (the suite took 10.7 min against 17 alone).
-TEST_WORKERS ?= 2
+# PostgreSQL, so three share two cores well (on a 2-core host, 2026-12-06: 12.6 min with
+# three, 19.2 with two; the suite's three longest tests run slower beside each other).
+TEST_WORKERS ?= 3
 
 # Material for MkDocs prints a banner about MkDocs 2.0 on every build unless this is set.
 export NO_MKDOCS_2_WARNING := 1
