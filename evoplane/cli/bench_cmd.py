@@ -27,7 +27,12 @@ def scenarios(
     markdown_file: Path | None = typer.Option(
         None, "--markdown", help="Write the result table as Markdown (for RESULTS.md)."
     ),
-    seed: int = typer.Option(0, "--seed", help="Seeds the users and their tasks."),
+    seed: int = typer.Option(
+        0, "--seed", help="Seeds the users and their tasks (run i of --runs plays seed + i)."
+    ),
+    runs: int = typer.Option(
+        1, "--runs", min=1, help="Play the suite this many times: each scenario's pass rate."
+    ),
     use_running: bool = typer.Option(
         False, "--use-running", help="Use the stack `evoplane up` runs instead of starting one."
     ),
@@ -37,7 +42,8 @@ def scenarios(
 ) -> None:
     """Play the scenario suite: each scenario injects one failure into another world and
     checks that the control plane chooses the right change and that it works (about 12 min
-    on an idle 2-core host)."""
+    on an idle 2-core host). With --runs N, the suite is played N times on one stack, each
+    run with its own seed, and each scenario's pass rate is printed."""
     from evoplane.scenarios.catalog import SCENARIOS, by_name
     from evoplane.simulation.stack import stack
 
@@ -51,10 +57,21 @@ def scenarios(
         raise typer.BadParameter(str(error), param_hint="--only") from None
     settings = load_settings(data_dir=data_dir) if data_dir or use_running else _bench_settings()
     started = time.monotonic()
+    played: list[tuple[int, list]] = []
     with stack(settings, use_running=use_running, started=_announce) as endpoints:
-        results = _play(endpoints, chosen, settings, seed)
-    _report(results, time.monotonic() - started, json_file, markdown_file)
-    if not all(result.passed for result in results):
+        for run in range(runs):
+            if runs > 1:
+                console.rule(f"run {run + 1} of {runs}: seed {seed + run}")
+            run_started = time.monotonic()
+            played.append((seed + run, _play(endpoints, chosen, settings, seed + run)))
+            if runs > 1:
+                _report(played[-1][1], time.monotonic() - run_started, None, None)
+    seconds = time.monotonic() - started
+    if runs == 1:
+        _report(played[0][1], seconds, json_file, markdown_file)
+    else:
+        _report_rates(played, seconds, json_file, markdown_file)
+    if not all(result.passed for _, results in played for result in results):
         raise typer.Exit(1)
 
 
@@ -204,6 +221,29 @@ def _report(results, seconds: float, json_file: Path | None, markdown_file: Path
         json_file.write_text(json.dumps(body, indent=2) + "\n")
     if markdown_file is not None:
         markdown_file.write_text(markdown(results))
+
+
+def _report_rates(
+    played, seconds: float, json_file: Path | None, markdown_file: Path | None
+) -> None:
+    from evoplane.scenarios.report import pass_rates, rates_markdown, rates_table
+
+    rates = pass_rates(played)
+    every = sum(rate.passed == rate.runs for rate in rates)
+    title = f"Scenario suite, {len(played)} runs: {every} of {len(rates)} passed every run"
+    console.print(rates_table(rates, title))
+    console.print(f"{len(played)} runs in {seconds / 60:.1f} min.")
+    if json_file is not None:
+        body = {
+            "seconds": round(seconds, 1),
+            "runs": [
+                {"seed": seed, "results": [r.as_json() for r in results]}
+                for seed, results in played
+            ],
+        }
+        json_file.write_text(json.dumps(body, indent=2) + "\n")
+    if markdown_file is not None:
+        markdown_file.write_text(rates_markdown(rates))
 
 
 def _announce(name: str) -> None:

@@ -1,10 +1,13 @@
 """The scenario suite's results: a block per scenario as it ends and a summary, both
 within 80 columns (in a terminal and in a log), and the full table as Markdown for
-RESULTS.md."""
+RESULTS.md; over repeated runs (`evoplane bench scenarios --runs N`), each scenario's pass
+rate."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -12,7 +15,15 @@ from rich.text import Text
 from evoplane.scenarios.runner import ScenarioResult
 from evoplane.simulation.report import labelled_block, number, summary_table
 
-__all__ = ["block", "markdown", "table"]
+__all__ = [
+    "ScenarioRate",
+    "block",
+    "markdown",
+    "pass_rates",
+    "rates_markdown",
+    "rates_table",
+    "table",
+]
 
 _COLUMNS = ("scenario", "world", "expected", "chosen", "gates", "outcome", "success", "time", "")
 
@@ -105,3 +116,72 @@ def markdown(results: Sequence[ScenarioResult]) -> str:
     passed = sum(r.passed for r in results)
     summary = f"\n{passed} of {len(results)} scenarios passed."
     return "\n".join([*lines, summary, *failed]) + "\n"
+
+
+@dataclass
+class ScenarioRate:
+    """One scenario over repeated runs of the suite."""
+
+    name: str
+    runs: int = 0
+    passed: int = 0
+    # Per run, its weakest fix: the lowest success after any of its evolutions (the
+    # figure a fix's bar is held against), where one was measured.
+    weakest_after: list[float] = field(default_factory=list)
+    failures: list[tuple[int, str]] = field(default_factory=list)  # (seed, why)
+
+    @property
+    def after(self) -> str:
+        """The weakest fix's median over the runs, and its range."""
+        found = self.weakest_after
+        if not found:
+            return "-"
+        if len(found) == 1:
+            return number(found[0])
+        return f"{number(statistics.median(found))} ({number(min(found))}-{number(max(found))})"
+
+
+def pass_rates(runs: Sequence[tuple[int, Sequence[ScenarioResult]]]) -> list[ScenarioRate]:
+    """Each scenario's record over `runs`, (seed, results) pairs, in the suite's order."""
+    rates: dict[str, ScenarioRate] = {}
+    for seed, results in runs:
+        for result in results:
+            rate = rates.setdefault(result.name, ScenarioRate(result.name))
+            rate.runs += 1
+            rate.passed += result.passed
+            afters = [r.after for r in result.evolutions if r.after is not None]
+            if afters:
+                rate.weakest_after.append(min(afters))
+            if not result.passed:
+                rate.failures.append((seed, result.why))
+    return list(rates.values())
+
+
+def rates_table(rates: Sequence[ScenarioRate], title: str) -> RenderableType:
+    """Each scenario's pass rate and its weakest fix within 80 columns, then every failure
+    with the seed that plays it again."""
+    shown = summary_table(title)
+    for name in ("scenario", "passed", "weakest fix after: median (range)"):
+        shown.add_column(name, no_wrap=True)
+    for rate in rates:
+        style = "red" if rate.passed < rate.runs else None
+        shown.add_row(rate.name, f"{rate.passed} of {rate.runs}", rate.after, style=style)
+    failed = [
+        Text(f"{rate.name}, seed {seed}: {why}", style="red")
+        for rate in rates
+        for seed, why in rate.failures
+    ]
+    return Group(shown, *failed)
+
+
+def rates_markdown(rates: Sequence[ScenarioRate]) -> str:
+    """The same in Markdown, for RESULTS.md."""
+    lines = [
+        "| scenario | passed | weakest fix after: median (range) |",
+        "|---|---|---|",
+        *(f"| {r.name} | {r.passed} of {r.runs} | {r.after} |" for r in rates),
+    ]
+    every = sum(r.passed == r.runs for r in rates)
+    lines.append(f"\n{every} of {len(rates)} scenarios passed in every run.")
+    lines += [f"- `{r.name}`, seed {seed}: {why}" for r in rates for seed, why in r.failures]
+    return "\n".join(lines) + "\n"

@@ -8,7 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from evoplane.scenarios.report import block, markdown, table
+from evoplane.scenarios.report import (
+    block,
+    markdown,
+    pass_rates,
+    rates_markdown,
+    rates_table,
+    table,
+)
 from evoplane.scenarios.runner import EvolutionRecord, ScenarioResult
 
 _NAMES = ["instruction_categorised", "two_failures", "helps_two_hurts_third", "enum_values"]
@@ -79,3 +86,38 @@ def test_a_chosen_action_outside_the_expected_is_marked_and_the_failure_said() -
     assert "harness ✗" in _printed(block(wrong))
     # The Markdown for RESULTS.md keeps every column, the gates included.
     assert "| fact_shared | clinic | memory | harness |" in markdown([wrong])
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.lists(results, min_size=1, max_size=4, unique_by=lambda r: r.name),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_pass_rates_count_every_run_and_name_each_failure_with_its_seed(played) -> None:
+    runs = [(100 + index, found) for index, found in enumerate(played)]
+    rates = pass_rates(runs)
+
+    assert len({rate.name for rate in rates}) == len(rates)
+    for rate in rates:
+        mine = [(seed, r) for seed, found in runs for r in found if r.name == rate.name]
+        assert rate.runs == len(mine)
+        assert rate.passed == sum(r.passed for _, r in mine)
+        assert rate.failures == [(seed, r.why) for seed, r in mine if not r.passed]
+        weakest = [
+            min(e.after for e in r.evolutions if e.after is not None)
+            for _, r in mine
+            if any(e.after is not None for e in r.evolutions)
+        ]
+        assert rate.weakest_after == weakest
+    shown = _printed(rates_table(rates, "Scenario suite, runs"))
+    assert all(len(line) <= 80 for line in shown.splitlines()), shown
+    written = rates_markdown(rates)
+    every = sum(rate.passed == rate.runs for rate in rates)
+    assert f"{every} of {len(rates)} scenarios passed in every run." in written
+    for rate in rates:
+        assert f"| {rate.name} | {rate.passed} of {rate.runs} |" in written
+        for seed, _ in rate.failures:
+            assert f"`{rate.name}`, seed {seed}:" in written
