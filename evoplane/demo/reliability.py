@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import json
 import shutil
-import statistics
 import time
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 from evoplane.demo.report import facts
 from evoplane.demo.reporting import DemoResult, EvolutionRow
 from evoplane.simulation.progress import Reporter
+from evoplane.simulation.report import spread
 
 __all__ = ["RoundRun", "Run", "Summary", "markdown", "play_runs", "read_runs", "summarise"]
 
@@ -215,8 +215,8 @@ def markdown(summary: Summary, heading: str = "") -> str:
     for r in summary.rounds:
         outcomes = ", ".join(f"{k} {v}" for k, v in sorted(r.outcomes.items()))
         lines.append(
-            f"| {r.round} | {outcomes} | {_spread(r.gains, '{:+.3f}')} | "
-            f"{_spread([s / 60 for s in r.seconds], '{:.1f}')} |"
+            f"| {r.round} | {outcomes} | {spread(r.gains, '{:+.3f}')} | "
+            f"{spread([s / 60 for s in r.seconds], '{:.1f}')} |"
         )
     if summary.errors:
         lines += ["", "Runs that stopped early:", ""]
@@ -224,15 +224,7 @@ def markdown(summary: Summary, heading: str = "") -> str:
     return "\n".join(lines) + "\n"
 
 
-def _spread(values: Iterable[float], form: str) -> str:
-    values = sorted(values)
-    if not values:
-        return "-"
-    middle = statistics.median(values)
-    return f"{form.format(middle)} ({form.format(values[0])} to {form.format(values[-1])})"
-
-
 def _minutes(seconds: Sequence[float]) -> str:
     if not seconds:
         return "-"
-    return _spread([s / 60 for s in seconds], "{:.1f}") + " min"
+    return spread([s / 60 for s in seconds], "{:.1f}") + " min"

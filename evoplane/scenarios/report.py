@@ -5,7 +5,6 @@ rate."""
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -13,7 +12,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from evoplane.scenarios.runner import ScenarioResult
-from evoplane.simulation.report import labelled_block, number, summary_table
+from evoplane.simulation.report import labelled_block, number, spread, summary_table
 
 __all__ = [
     "ScenarioRate",
@@ -133,12 +132,7 @@ class ScenarioRate:
     @property
     def after(self) -> str:
         """The weakest fix's median over the runs, and its range."""
-        found = self.weakest_after
-        if not found:
-            return "-"
-        if len(found) == 1:
-            return number(found[0])
-        return f"{number(statistics.median(found))} ({number(min(found))}-{number(max(found))})"
+        return spread(self.weakest_after, "{:.2f}")
 
 
 def pass_rates(runs: Sequence[tuple[int, Sequence[ScenarioResult]]]) -> list[ScenarioRate]:
@@ -159,7 +153,7 @@ def pass_rates(runs: Sequence[tuple[int, Sequence[ScenarioResult]]]) -> list[Sce
 
 def rates_table(rates: Sequence[ScenarioRate], title: str) -> RenderableType:
     """Each scenario's pass rate and its weakest fix within 80 columns, then every failure
-    with the seed that plays it again."""
+    with its seed."""
     shown = summary_table(title)
     for name in ("scenario", "passed", "weakest fix after: median (range)"):
         shown.add_column(name, no_wrap=True)

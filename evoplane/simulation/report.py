@@ -1,16 +1,18 @@
 """The shapes a run's results print in, read well at 80 columns and in a log: a block of
-labelled lines whose text wraps at word boundaries, and a borderless summary table."""
+labelled lines whose text wraps at word boundaries, a borderless summary table, and the
+figures they hold."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import statistics
+from collections.abc import Iterable, Sequence
 
 from rich.console import Group, RenderableType
 from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["LABEL", "labelled_block", "number", "summary_table"]
+__all__ = ["LABEL", "labelled_block", "number", "spread", "summary_table"]
 
 LABEL = 9  # the width of a block's labels
 
@@ -36,3 +38,12 @@ def summary_table(title: str) -> Table:
 def number(value: float | None) -> str:
     """A rate or reward to two places; "-" where there is none."""
     return "-" if value is None else f"{value:.2f}"
+
+
+def spread(values: Iterable[float], form: str) -> str:
+    """A sample over repeated runs: its median and range, each in `form`; "-" if empty."""
+    values = sorted(values)
+    if not values:
+        return "-"
+    middle = statistics.median(values)
+    return f"{form.format(middle)} ({form.format(values[0])} to {form.format(values[-1])})"
